@@ -1,0 +1,185 @@
+// Package weft is the face of the framework: an App composed from config
+// files, with service implementations and consumer stubs registered by name.
+//
+//	app, err := weft.New(
+//		weft.WithConfig(weft.ConfigFiles("weft.yaml")...),
+//		weft.WithService("greeter", &Greeter{}),
+//		weft.WithReference("greeter", &client),
+//	)
+//	err = app.Start(ctx)
+//	defer app.Stop(ctx)
+//	reply, err := client.SayHello(ctx, "world")
+//
+// The App is wired with go.uber.org/fx from plugins (see Plugin); every plugin
+// and every Loader belongs to one App, so two Apps in a process share nothing.
+package weft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/dig"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Version is weft's version.
+const Version = "0.1.0"
+
+// Option configures an App.
+type Option func(*options)
+
+type options struct {
+	sources []ConfigSource
+	noEnv   bool
+	log     *slog.Logger
+	impls   map[string]any
+	stubs   map[string][]any
+	plugins []fx.Option
+	errs    []error
+}
+
+// WithConfig adds config sources, merged in order after those given before.
+// Environment variables (WEFT_*) are merged last unless WithoutEnv is given.
+func WithConfig(sources ...ConfigSource) Option {
+	return func(o *options) { o.sources = append(o.sources, sources...) }
+}
+
+// WithoutEnv leaves WEFT_* environment variables out of the config.
+func WithoutEnv() Option { return func(o *options) { o.noEnv = true } }
+
+// WithLogger sets the App's logger (default: text to stderr, level info).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithService registers a service implementation under name; config exports
+// it from provider.services.<id> whose `ref` (or id) is name.
+func WithService(name string, impl any) Option {
+	return func(o *options) {
+		if _, dup := o.impls[name]; dup {
+			o.errs = append(o.errs, fmt.Errorf("weft: service implementation %q registered twice", name))
+		}
+		o.impls[name] = impl
+	}
+}
+
+// WithReference registers a consumer stub (a pointer to a struct of func
+// fields, see proxy.Fill) for consumer.references.<id>.
+func WithReference(id string, stub any) Option {
+	return func(o *options) { o.stubs[id] = append(o.stubs[id], stub) }
+}
+
+// WithPlugins adds plugins (see Plugin) or any other fx options.
+func WithPlugins(opts ...fx.Option) Option {
+	return func(o *options) { o.plugins = append(o.plugins, opts...) }
+}
+
+// WithFilter adds a filter extension; act says when it activates by itself
+// (nil: only when a filter list names it).
+func WithFilter(name string, act *kernel.Activate, f kernel.Factory[extension.Filter]) Option {
+	return WithPlugins(Plugin[extension.Filter](func() Extension[extension.Filter] {
+		return Extension[extension.Filter]{Name: name, New: f, Activate: act}
+	}))
+}
+
+// WithLoadBalance adds a load balancer extension.
+func WithLoadBalance(name string, f kernel.Factory[extension.LoadBalance]) Option {
+	return WithPlugins(Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
+		return Extension[extension.LoadBalance]{Name: name, New: f}
+	}))
+}
+
+// App is a composed weft application.
+type App struct {
+	fx  *fx.App
+	rt  *runtime
+	log *slog.Logger
+}
+
+// New composes an App. Every config error — unknown keys, unknown extension
+// names, missing implementations — is reported here, before anything starts.
+func New(opts ...Option) (*App, error) {
+	o := &options{impls: map[string]any{}, stubs: map[string][]any{}}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if len(o.errs) > 0 {
+		return nil, errors.Join(o.errs...)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	sources := o.sources
+	if !o.noEnv {
+		sources = append(sources[:len(sources):len(sources)], ConfigEnv())
+	}
+	cfg, err := LoadConfig(sources...)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{log: o.log}
+	a.fx = fx.New(
+		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
+		fx.Supply(cfg, &registry{impls: o.impls, stubs: o.stubs}, o.log),
+		fx.Provide(kernel.NewStatusStore),
+		builtins(),
+		fx.Options(o.plugins...),
+		loaders(),
+		fx.Provide(newRuntime),
+		fx.Invoke(func(lc fx.Lifecycle, rt *runtime) {
+			lc.Append(fx.Hook{OnStart: rt.start, OnStop: rt.stop})
+			a.rt = rt
+		}),
+	)
+	if err := a.fx.Err(); err != nil {
+		return nil, dig.RootCause(err)
+	}
+	return a, nil
+}
+
+// Config returns the App's decoded config.
+func (a *App) Config() *Config { return a.rt.cfg }
+
+// Logger returns the App's logger.
+func (a *App) Logger() *slog.Logger { return a.log }
+
+// Start exports the services, then refers the references.
+func (a *App) Start(ctx context.Context) error {
+	if err := a.fx.Start(ctx); err != nil {
+		return dig.RootCause(err)
+	}
+	return nil
+}
+
+// Stop releases references, unexports services, then closes every plugin, in
+// that order.
+func (a *App) Stop(ctx context.Context) error { return a.fx.Stop(ctx) }
+
+// Reference returns the invoker of a started reference, for generic calls:
+//
+//	res, err := inv.Invoke(ctx, kernel.NewInvocation("sayHello", "world"))
+func (a *App) Reference(id string) (kernel.Invoker, error) {
+	r, ok := a.rt.refs[id]
+	if !ok {
+		return nil, fmt.Errorf("weft: no reference %q in config", id)
+	}
+	return r.current()
+}
+
+// Run starts the App, waits for SIGINT/SIGTERM or ctx, then stops it.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-sig.Done()
+	return a.Stop(context.Background())
+}

@@ -1,0 +1,438 @@
+package weft_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type greeter struct{}
+
+func (greeter) SayHello(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		return "", errors.New("empty name")
+	}
+	suffix := ""
+	if inv, ok := kernel.InvocationFrom(ctx); ok {
+		suffix = inv.AttachmentString("suffix")
+	}
+	return "hello " + name + suffix, nil
+}
+
+type greeterClient struct {
+	SayHello func(ctx context.Context, name string) (string, error)
+	Echo     func(ctx context.Context, v string) (string, error) `weft:"$echo"`
+}
+
+const greeterYAML = `
+application: {name: test}
+protocols: {injvm: {name: injvm}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, version: "1.0"}
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, version: "1.0", protocol: injvm}
+`
+
+func newApp(t *testing.T, yaml string, opts ...weft.Option) *weft.App {
+	t.Helper()
+	app, err := weft.New(append([]weft.Option{weft.WithConfig(weft.ConfigYAML(yaml)), weft.WithoutEnv(), weft.WithLogger(quiet)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := app.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return app
+}
+
+func TestInProcessCallThroughChains(t *testing.T) {
+	var c greeterClient
+	newApp(t, greeterYAML, weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c))
+	ctx := context.Background()
+	got, err := c.SayHello(kernel.WithAttachments(ctx, map[string]any{"suffix": "!"}), "world")
+	if err != nil || got != "hello world!" {
+		t.Fatalf("SayHello = %q, %v; want the attachment to reach the provider", got, err)
+	}
+	_, err = c.SayHello(ctx, "")
+	if !kernel.IsBiz(err) || !strings.Contains(err.Error(), "empty name") {
+		t.Fatalf("business error = %v (biz %t), want a biz error with the message", err, kernel.IsBiz(err))
+	}
+	if got, err := c.Echo(ctx, "ping"); err != nil || got != "ping" {
+		t.Fatalf("$echo = %q, %v", got, err)
+	}
+}
+
+func TestStubFailsClearlyAfterStop(t *testing.T) {
+	var c greeterClient
+	app, err := weft.New(weft.WithConfig(weft.ConfigYAML(greeterYAML)), weft.WithoutEnv(), weft.WithLogger(quiet),
+		weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SayHello(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "start the App") {
+		t.Fatalf("before start: %v", err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SayHello(context.Background(), "x"); kernel.CodeOf(err) != kernel.CodeNoProvider {
+		t.Fatalf("after stop: %v", err)
+	}
+}
+
+func TestStartupErrorsNameKeyPathAndKnownNames(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown consumer filter", `
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, protocol: injvm, filter: "consumercontext,nosuch"}`,
+			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, consumercontext, context, echo, executelimit, timeout"}},
+		{"unknown provider filter removal", `
+provider:
+  filter: "-nosuch"
+  services:
+    greeter: {interface: org.example.Greeter, protocol: injvm}`,
+			[]string{"provider.filter", `unknown filter extension "nosuch"`}},
+		{"unknown load balancer", `
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, protocol: injvm, loadbalance: rondom}`,
+			[]string{"consumer.references.greeter.loadbalance", `unknown loadbalance extension "rondom"`, "known: random"}},
+		{"unknown method load balancer", `
+consumer:
+  references:
+    greeter:
+      interface: org.example.Greeter
+      protocol: injvm
+      methods: {sayHello: {loadbalance: nope}}`,
+			[]string{"consumer.references.greeter.methods.sayHello.loadbalance", `"nope"`}},
+		{"unknown cluster", `
+consumer:
+  cluster: failwhale`,
+			[]string{"consumer.cluster", `unknown cluster extension "failwhale"`, "failfast, failover"}},
+		{"unknown protocol", `
+protocols: {p1: {name: grpcx}}`,
+			[]string{"protocols.p1.name", `unknown protocol extension "grpcx"`, "injvm"}},
+		{"unknown key", `
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, timeuot: 5}`,
+			[]string{"unknown key provider.services.greeter.timeuot", "known at provider.services.greeter:", "timeout"}},
+		{"unknown top-level key", `
+consumers: {timeout: 1}`,
+			[]string{"unknown key consumers", "application, consumer, protocols, provider, registries"}},
+		{"missing implementation", `
+provider:
+  services:
+    billing: {interface: org.example.Billing, protocol: injvm}`,
+			[]string{"provider.services.billing", `no implementation registered as "billing"`}},
+		{"missing interface", `
+consumer:
+  references:
+    greeter: {protocol: injvm}`,
+			[]string{"consumer.references.greeter", "interface is required"}},
+		{"bad yaml", "provider: [unclosed", []string{"config yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := weft.New(weft.WithConfig(weft.ConfigYAML(tc.yaml)), weft.WithoutEnv(), weft.WithLogger(quiet),
+				weft.WithService("greeter", greeter{}))
+			if err == nil {
+				t.Fatal("New succeeded, want a start-up error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigFilesMergeInOrderThenEnv(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	b := filepath.Join(dir, "b.yaml")
+	os.WriteFile(a, []byte("consumer: {timeout: 100, retries: 5}\nprovider: {timeout: 7}\n"), 0o644)
+	os.WriteFile(b, []byte("consumer: {timeout: 200}\n"), 0o644)
+	t.Setenv("WEFT_PROVIDER_TIMEOUT", "300")
+	app, err := weft.New(weft.WithConfig(weft.ConfigFiles(a, b)...), weft.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := app.Config()
+	if c.Consumer.Timeout != 200 || c.Consumer.Retries == nil || *c.Consumer.Retries != 5 || c.Provider.Timeout != 300 {
+		t.Fatalf("merged config: consumer.timeout=%d retries=%v provider.timeout=%d; want 200, 5, 300",
+			c.Consumer.Timeout, c.Consumer.Retries, c.Provider.Timeout)
+	}
+	if _, err := weft.New(weft.WithConfig(weft.ConfigFiles(filepath.Join(dir, "missing.yaml"))...)); err == nil ||
+		!strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing file error = %v", err)
+	}
+}
+
+// block is a service whose method holds until released, counting how many run
+// at once.
+type block struct {
+	release chan struct{}
+	hold    time.Duration
+	running atomic.Int64
+	peak    atomic.Int64
+	calls   atomic.Int64
+	entered chan struct{}
+}
+
+func (b *block) Work(ctx context.Context) (string, error) {
+	b.calls.Add(1)
+	n := b.running.Add(1)
+	defer b.running.Add(-1)
+	for {
+		p := b.peak.Load()
+		if n <= p || b.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	if b.entered != nil {
+		b.entered <- struct{}{}
+	}
+	if b.release != nil {
+		<-b.release
+	}
+	time.Sleep(b.hold)
+	return "done", nil
+}
+
+type workClient struct {
+	Work func(ctx context.Context) (string, error)
+}
+
+func callConcurrently(n int, call func() error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = call()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestExecutesRejectsOverLimitAtOnce(t *testing.T) {
+	b := &block{release: make(chan struct{}), entered: make(chan struct{}, 10)}
+	var c workClient
+	newApp(t, `
+protocols: {injvm: {}}
+provider:
+  services:
+    work: {interface: org.example.Work, executes: 2, timeout: 5000}
+consumer:
+  references:
+    work: {interface: org.example.Work, protocol: injvm, retries: 0, timeout: 5000}
+`, weft.WithService("work", b), weft.WithReference("work", &c))
+
+	var rejected atomic.Int64
+	rejectedAll := make(chan struct{})
+	done := make(chan []error)
+	go func() {
+		done <- callConcurrently(10, func() error {
+			_, err := c.Work(context.Background())
+			if kernel.CodeOf(err) == kernel.CodeLimitExceeded && rejected.Add(1) == 8 {
+				close(rejectedAll)
+			}
+			return err
+		})
+	}()
+	// The 8 rejections come while the 2 admitted calls are still held.
+	select {
+	case <-rejectedAll:
+	case <-time.After(3 * time.Second):
+		t.Fatalf("only %d calls rejected while 2 were running; want 8 rejected at once", rejected.Load())
+	}
+	if r := b.running.Load(); r != 2 {
+		t.Fatalf("%d calls running, want 2", r)
+	}
+	close(b.release)
+	errs := <-done
+	ok, limited := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case kernel.CodeOf(err) == kernel.CodeLimitExceeded:
+			limited++
+			if !strings.Contains(err.Error(), "executes=2") {
+				t.Errorf("limit error does not name the limit: %v", err)
+			}
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	if ok != 2 || limited != 8 || b.calls.Load() != 2 {
+		t.Fatalf("ok=%d limited=%d implementation calls=%d; want 2, 8, 2", ok, limited, b.calls.Load())
+	}
+}
+
+func TestActivesWaitsForSlot(t *testing.T) {
+	b := &block{hold: 30 * time.Millisecond}
+	var c workClient
+	newApp(t, `
+protocols: {injvm: {}}
+provider:
+  services:
+    work: {interface: org.example.Work}
+consumer:
+  references:
+    work: {interface: org.example.Work, protocol: injvm, actives: 2, timeout: 5000}
+`, weft.WithService("work", b), weft.WithReference("work", &c))
+	errs := callConcurrently(10, func() error { _, err := c.Work(context.Background()); return err })
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("call failed: %v", err)
+		}
+	}
+	if p := b.peak.Load(); p != 2 {
+		t.Fatalf("peak concurrency %d, want exactly 2 (actives: 2)", p)
+	}
+	if n := b.calls.Load(); n != 10 {
+		t.Fatalf("%d calls reached the provider, want 10", n)
+	}
+}
+
+func TestActivesWaitersTimeOut(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	b := &block{release: make(chan struct{}), entered: make(chan struct{}, 10)}
+	var c workClient
+	newApp(t, fmt.Sprintf(`
+protocols: {injvm: {}}
+provider:
+  services:
+    work: {interface: org.example.Work}
+consumer:
+  references:
+    work: {interface: org.example.Work, protocol: injvm, actives: 2, retries: 0, timeout: %d}
+`, timeout.Milliseconds()), weft.WithService("work", b), weft.WithReference("work", &c))
+
+	type outcome struct {
+		err  error
+		took time.Duration
+	}
+	results := make(chan outcome, 10)
+	for range 10 {
+		go func() {
+			start := time.Now()
+			_, err := c.Work(context.Background())
+			results <- outcome{err, time.Since(start)}
+		}()
+	}
+	<-b.entered
+	<-b.entered
+	waited := 0
+	for range 8 {
+		o := <-results
+		if kernel.CodeOf(o.err) != kernel.CodeTimeout || !strings.Contains(o.err.Error(), "free slot") {
+			t.Errorf("waiting caller: %v, want a timeout waiting for a free slot", o.err)
+		}
+		if o.took < timeout-10*time.Millisecond || o.took > timeout+150*time.Millisecond {
+			t.Errorf("waiting caller failed after %v, want near %v", o.took, timeout)
+		}
+		waited++
+	}
+	close(b.release)
+	for range 2 {
+		<-results
+	}
+	if b.calls.Load() != 2 {
+		t.Fatalf("%d calls reached the provider, want 2", b.calls.Load())
+	}
+}
+
+// Filters from WithFilter join the same activation as built-ins; the user's
+// list places them around `default`.
+func TestCustomFiltersJoinActivation(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	record := func(name string) kernel.Factory[extension.Filter] {
+		return func() (extension.Filter, error) {
+			return extension.FilterFunc(func(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				return next.Invoke(ctx, inv)
+			}), nil
+		}
+	}
+	var c greeterClient
+	newApp(t, `
+protocols: {injvm: {}}
+provider:
+  filter: "first,default,-timeout"
+  services:
+    greeter: {interface: org.example.Greeter, filter: last}
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, protocol: injvm}
+`, weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c),
+		weft.WithFilter("first", nil, record("first")),
+		weft.WithFilter("last", nil, record("last")),
+		weft.WithFilter("auto-b", &kernel.Activate{Groups: []string{kernel.GroupProvider}, Order: 5}, record("auto-b")),
+		weft.WithFilter("auto-a", &kernel.Activate{Groups: []string{kernel.GroupProvider}, Order: 5}, record("auto-a")),
+		weft.WithFilter("consumer-only", &kernel.Activate{Groups: []string{kernel.GroupConsumer}, Order: 100}, record("consumer-only")),
+	)
+	if _, err := c.SayHello(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	want := "consumer-only,first,auto-a,auto-b,last"
+	if got := strings.Join(order, ","); got != want {
+		t.Fatalf("filter order %s, want %s", got, want)
+	}
+}
+
+// Two Apps in one process export the same service key without clashing: the
+// injvm exporter map belongs to each App.
+func TestTwoAppsShareNothing(t *testing.T) {
+	var c1, c2 greeterClient
+	newApp(t, greeterYAML, weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c1))
+	newApp(t, greeterYAML, weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c2))
+	for _, c := range []greeterClient{c1, c2} {
+		if _, err := c.SayHello(context.Background(), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+// Command weft runs weft applications composed from config files.
+//
+//	weft run -c weft.yaml [-c override.yaml ...]   compose and run until SIGINT/SIGTERM
+//	weft version                                   print the version
+//
+// The implementations weft run can export are those linked into this binary
+// (the examples' services); a program of your own exports yours the same way
+// with weft.New and weft.WithService.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/apps/examples/quickstart/greeter"
+)
+
+func main() {
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, `usage:
+  weft run -c FILE [-c FILE...]   compose the App the config files describe and run it
+  weft version                    print weft's version`)
+}
+
+type files []string
+
+func (f *files) String() string     { return strings.Join(*f, ",") }
+func (f *files) Set(s string) error { *f = append(*f, s); return nil }
+
+func cli(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "version":
+		fmt.Fprintf(stdout, "weft %s %s %s/%s\n", weft.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return 0
+	case "run":
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		var cfg files
+		fs.Var(&cfg, "c", "config file (repeat to merge several, in order)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		if len(cfg) == 0 {
+			fmt.Fprintln(stderr, "weft run: give at least one config file with -c")
+			return 2
+		}
+		app, err := weft.New(weft.WithConfig(weft.ConfigFiles(cfg...)...), builtinServices())
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if err := app.Run(context.Background()); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	case "-h", "--help", "help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "weft: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+// builtinServices registers the implementations this binary carries, by the
+// names a config's `ref` uses.
+func builtinServices() weft.Option {
+	return weft.WithService("greeter", greeter.Greeter{})
+}

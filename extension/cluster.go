@@ -1,0 +1,46 @@
+package extension
+
+import (
+	"context"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Default names of the cluster-side points.
+const (
+	DefaultCluster     = "failover"
+	DefaultLoadBalance = "random"
+	// DefaultRouter is empty: routers are activated into a chain, not chosen.
+	DefaultRouter = ""
+)
+
+// Directory lists the invokers of one referred service: a fixed list from
+// config, or one a registry keeps up to date.
+type Directory interface {
+	// URL is the consumer's URL of the reference.
+	URL() *kernel.URL
+	// List returns the invokers that may take inv, after routing.
+	List(ctx context.Context, inv *kernel.Invocation) ([]kernel.Invoker, error)
+	IsAvailable() bool
+	Destroy()
+}
+
+// Cluster turns a directory of providers into one invoker with a
+// fault-tolerance strategy (failover, failfast, ...).
+type Cluster interface {
+	Join(dir Directory) (kernel.Invoker, error)
+}
+
+// LoadBalance picks one invoker of a non-empty list. It must not block and,
+// on the hot path, should not allocate.
+type LoadBalance interface {
+	Select(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) kernel.Invoker
+}
+
+// Router narrows the list of invokers for one call (condition, tag, ...).
+// It returns the input slice or a new one, never modifies the input.
+type Router interface {
+	Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker
+	// Priority orders routers in a chain: lower runs first.
+	Priority() int
+}

@@ -1,0 +1,27 @@
+package extension
+
+import (
+	"context"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// DefaultRegistry is the embedded registry that needs no server.
+const DefaultRegistry = "embedded"
+
+// Registry publishes providers and tells consumers where they are.
+type Registry interface {
+	Register(ctx context.Context, url *kernel.URL) error
+	Unregister(ctx context.Context, url *kernel.URL) error
+	// Subscribe calls listener with the full list of providers matching url
+	// now and after every change.
+	Subscribe(ctx context.Context, url *kernel.URL, listener NotifyListener) error
+	Unsubscribe(ctx context.Context, url *kernel.URL, listener NotifyListener) error
+	Close() error
+}
+
+// NotifyListener receives full provider lists. An empty list means the
+// registry has none; what to do with it is the listener's decision.
+type NotifyListener interface {
+	Notify(urls []*kernel.URL)
+}

@@ -1,0 +1,82 @@
+package extension
+
+import (
+	"net"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Default names of the remoting points.
+const (
+	DefaultTransporter   = "netty"
+	DefaultSerialization = "hessian2"
+	DefaultThreadPool    = "fixed"
+)
+
+// Channel is one connection, seen from either end.
+type Channel interface {
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+	// Send queues msg for the write loop; it does not wait for the flush.
+	Send(msg any) error
+	Close() error
+	IsClosed() bool
+}
+
+// ChannelHandler receives a channel's events. Calls for one channel come from
+// its read loop, in order.
+type ChannelHandler interface {
+	Connected(ch Channel)
+	Disconnected(ch Channel)
+	Received(ch Channel, msg any)
+	Caught(ch Channel, err error)
+}
+
+// Codec turns messages into frames and back.
+type Codec interface {
+	// Encode appends msg's frame to dst.
+	Encode(dst []byte, msg any) ([]byte, error)
+	// Decode reads one message from the front of src. It returns n == 0 and
+	// no error when src holds no whole frame yet.
+	Decode(src []byte) (msg any, n int, err error)
+}
+
+// Server is a bound listener.
+type Server interface {
+	Addr() net.Addr
+	Close() error
+}
+
+// Transporter opens servers and client connections (Dubbo's Transporter).
+type Transporter interface {
+	Bind(url *kernel.URL, codec Codec, handler ChannelHandler) (Server, error)
+	Connect(url *kernel.URL, codec Codec, handler ChannelHandler) (Channel, error)
+}
+
+// Serialization encodes call bodies; its ID goes in the low five bits of the
+// Dubbo header's flag byte (hessian2 = 2).
+type Serialization interface {
+	ID() byte
+	// Marshal appends the encodings of values to dst.
+	Marshal(dst []byte, values ...any) ([]byte, error)
+	// NewDecoder reads values one after another from data.
+	NewDecoder(data []byte) Decoder
+}
+
+// Decoder reads serialized values in order.
+type Decoder interface {
+	Decode() (any, error)
+}
+
+// ThreadPool runs the provider's calls off the read loop, bounded by the
+// `threads` setting; Submit fails at once when it is full, which the Dubbo
+// protocol answers with status 100.
+type ThreadPool interface {
+	Executor(url *kernel.URL) (Executor, error)
+}
+
+// Executor runs tasks.
+type Executor interface {
+	Submit(task func()) error
+	Close() error
+}

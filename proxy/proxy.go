@@ -1,0 +1,199 @@
+// Package proxy is Dubbo's Proxy layer: it turns a Go service implementation
+// into a kernel.Invoker on the provider side, and fills a consumer's stub (a
+// struct of func fields) with functions that call an invoker.
+//
+// Method names follow the Java convention on the wire: Go's SayHello is
+// "sayHello". The provider accepts both spellings, as dubbo-go does.
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+var (
+	ctxType = reflect.TypeOf((*context.Context)(nil)).Elem()
+	errType = reflect.TypeOf((*error)(nil)).Elem()
+)
+
+// WireName is the name a Go method goes by on the wire: the first rune
+// lowered, as Java methods are named.
+func WireName(goName string) string {
+	r, n := utf8.DecodeRuneInString(goName)
+	if r == utf8.RuneError || unicode.IsLower(r) {
+		return goName
+	}
+	return string(unicode.ToLower(r)) + goName[n:]
+}
+
+type method struct {
+	name    string // wire name
+	fn      reflect.Value
+	withCtx bool
+	in      []reflect.Type // without ctx
+	hasVal  bool
+	hasErr  bool
+}
+
+// ServiceInvoker calls the methods of one Go value. Its method table is built
+// once, in NewServiceInvoker.
+type ServiceInvoker struct {
+	url     *kernel.URL
+	methods map[string]*method
+	names   []string
+}
+
+// NewServiceInvoker builds the invoker of impl, whose exported methods become
+// the service's methods. A method may take a context.Context first and may
+// return a value, an error, both (value first) or nothing.
+func NewServiceInvoker(url *kernel.URL, impl any) (*ServiceInvoker, error) {
+	v := reflect.ValueOf(impl)
+	if !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil, fmt.Errorf("weft: service %s: nil implementation", url.ServiceKey())
+	}
+	t := v.Type()
+	s := &ServiceInvoker{url: url, methods: map[string]*method{}}
+	for i := 0; i < t.NumMethod(); i++ {
+		m := t.Method(i)
+		if !m.IsExported() {
+			continue
+		}
+		fn := v.Method(i)
+		ft := fn.Type()
+		md := &method{name: WireName(m.Name), fn: fn}
+		start := 0
+		if ft.NumIn() > 0 && ft.In(0) == ctxType {
+			md.withCtx, start = true, 1
+		}
+		if ft.IsVariadic() {
+			continue
+		}
+		for j := start; j < ft.NumIn(); j++ {
+			md.in = append(md.in, ft.In(j))
+		}
+		switch ft.NumOut() {
+		case 0:
+		case 1:
+			if ft.Out(0) == errType {
+				md.hasErr = true
+			} else {
+				md.hasVal = true
+			}
+		case 2:
+			if ft.Out(1) != errType {
+				continue
+			}
+			md.hasVal, md.hasErr = true, true
+		default:
+			continue
+		}
+		s.methods[md.name] = md
+		s.methods[m.Name] = md
+		s.names = append(s.names, md.name)
+	}
+	if len(s.names) == 0 {
+		return nil, fmt.Errorf("weft: service %s: %T has no exported method of the form [ctx,] args... -> [value][, error]", url.ServiceKey(), impl)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// URL describes the service.
+func (s *ServiceInvoker) URL() *kernel.URL { return s.url }
+
+// WithURL returns an invoker of the same implementation and method table
+// under another URL (one per exported protocol).
+func (s *ServiceInvoker) WithURL(u *kernel.URL) *ServiceInvoker {
+	c := *s
+	c.url = u
+	return &c
+}
+
+// IsAvailable is always true.
+func (s *ServiceInvoker) IsAvailable() bool { return true }
+
+// Destroy does nothing: the implementation belongs to the user.
+func (s *ServiceInvoker) Destroy() {}
+
+// MethodNames lists the wire names of the service's methods, sorted.
+func (s *ServiceInvoker) MethodNames() []string { return append([]string(nil), s.names...) }
+
+// Invoke calls the method. An error the method returns, or a panic in it,
+// becomes a business error.
+func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (res kernel.Result, err error) {
+	md := s.methods[inv.Method]
+	if md == nil {
+		return res, kernel.Errorf(kernel.CodeMethodNotFound, "service %s has no method %q (methods: %s)",
+			s.url.ServiceKey(), inv.Method, strings.Join(s.names, ", "))
+	}
+	if len(inv.Args) != len(md.in) {
+		return res, kernel.Errorf(kernel.CodeSerialization, "method %s.%s takes %d arguments, got %d",
+			s.url.ServiceKey(), md.name, len(md.in), len(inv.Args))
+	}
+	n := len(md.in)
+	if md.withCtx {
+		n++
+	}
+	var buf [4]reflect.Value
+	in := buf[:0]
+	if n > len(buf) {
+		in = make([]reflect.Value, 0, n)
+	}
+	if md.withCtx {
+		in = append(in, reflect.ValueOf(&ctx).Elem())
+	}
+	for i, a := range inv.Args {
+		v, cerr := convert(a, md.in[i])
+		if cerr != nil {
+			return res, kernel.Wrap(kernel.CodeSerialization, cerr, "method %s.%s argument %d", s.url.ServiceKey(), md.name, i)
+		}
+		in = append(in, v)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = kernel.Result{}, kernel.BizError(fmt.Errorf("panic in %s.%s: %v", s.url.ServiceKey(), md.name, p))
+		}
+	}()
+	out := md.fn.Call(in)
+	if md.hasErr {
+		if e := out[len(out)-1]; !e.IsNil() {
+			return res, kernel.BizError(e.Interface().(error))
+		}
+	}
+	if md.hasVal {
+		res.Value = out[0].Interface()
+	}
+	return res, nil
+}
+
+// convert makes v a value of type t: as it is when assignable, converted
+// between numeric kinds, the zero value for nil.
+func convert(v any, t reflect.Type) (reflect.Value, error) {
+	if v == nil {
+		return reflect.Zero(t), nil
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Type().AssignableTo(t) {
+		return rv, nil
+	}
+	if isNumber(rv.Kind()) && isNumber(t.Kind()) {
+		return rv.Convert(t), nil
+	}
+	if t.Kind() == reflect.Pointer && rv.Type().AssignableTo(t.Elem()) {
+		p := reflect.New(t.Elem())
+		p.Elem().Set(rv)
+		return p, nil
+	}
+	return reflect.Value{}, fmt.Errorf("want %s, got %T", t, v)
+}
+
+func isNumber(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Float64
+}

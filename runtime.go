@@ -1,0 +1,496 @@
+package weft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/weftrpc/weft/cluster"
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/proxy"
+)
+
+// runtime is what one App exports and refers, built from its Config and its
+// Loaders. Config is checked entirely in newRuntime, before anything starts.
+type runtime struct {
+	cfg       *Config
+	log       *slog.Logger
+	protocols *kernel.Loader[extension.Protocol]
+	filters   *kernel.Loader[extension.Filter]
+	clusters  *kernel.Loader[extension.Cluster]
+	lbs       *kernel.Loader[extension.LoadBalance]
+
+	services []*service
+	refs     map[string]*reference
+	refIDs   []string
+
+	exporters []extension.Exporter
+}
+
+type service struct {
+	id       string
+	impl     any
+	urls     []*kernel.URL // one per protocol
+	invokers []*proxy.ServiceInvoker
+}
+
+type reference struct {
+	id      string
+	url     *kernel.URL   // consumer URL
+	targets []*kernel.URL // providers to refer (merged with consumer params)
+	stubs   []any
+	invoker atomic.Pointer[kernel.Invoker]
+}
+
+func (r *reference) current() (kernel.Invoker, error) {
+	p := r.invoker.Load()
+	if p == nil {
+		return nil, kernel.Errorf(kernel.CodeNoProvider, "reference %q is not referred: start the App first (or it has stopped)", r.id)
+	}
+	return *p, nil
+}
+
+type registry struct {
+	impls map[string]any
+	stubs map[string][]any
+}
+
+func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
+	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
+	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
+) (*runtime, error) {
+	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs,
+		refs: map[string]*reference{}}
+	var errs []error
+	fail := func(path string, err error) { errs = append(errs, fmt.Errorf("%s: %w", path, err)) }
+	checkList := func(path, list string) {
+		if err := filters.CheckNames(list); err != nil {
+			fail(path, err)
+		}
+	}
+	checkName := func(path, name string, has func(string) bool, names func() []string, point string) {
+		if name != "" && !has(name) {
+			fail(path, &kernel.UnknownError{Point: point, Name: name, Known: names()})
+		}
+	}
+	for id, p := range cfg.Protocols {
+		checkName("protocols."+id+".name", protocolName(id, p), protocols.Has, protocols.Names, "protocol")
+	}
+	if len(cfg.Registries) > 0 {
+		fail("registries", errors.New("registries are not supported yet; use url: or protocol: injvm on references"))
+	}
+	checkList("provider.filter", cfg.Provider.Filter)
+	checkList("consumer.filter", cfg.Consumer.Filter)
+	checkName("consumer.cluster", cfg.Consumer.Cluster, clusters.Has, clusters.Names, "cluster")
+	checkName("consumer.loadbalance", cfg.Consumer.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+
+	for _, id := range sortedKeys(cfg.Provider.Services) {
+		sc := cfg.Provider.Services[id]
+		path := "provider.services." + id
+		checkList(path+".filter", sc.Filter)
+		for m, mc := range sc.Methods {
+			checkName(path+".methods."+m+".loadbalance", mc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+		}
+		s, err := rt.buildService(id, sc, reg)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		rt.services = append(rt.services, s)
+	}
+	for _, id := range sortedKeys(cfg.Consumer.References) {
+		rc := cfg.Consumer.References[id]
+		path := "consumer.references." + id
+		checkList(path+".filter", rc.Filter)
+		checkName(path+".cluster", rc.Cluster, clusters.Has, clusters.Names, "cluster")
+		checkName(path+".loadbalance", rc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+		for m, mc := range rc.Methods {
+			checkName(path+".methods."+m+".loadbalance", mc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+		}
+		r, err := rt.buildReference(id, rc, reg)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		rt.refs[id] = r
+		rt.refIDs = append(rt.refIDs, id)
+	}
+	for id := range reg.impls {
+		if !rt.implUsed(id) {
+			log.Warn("weft: implementation registered but not exported by any provider.services entry", "ref", id)
+		}
+	}
+	for id := range reg.stubs {
+		if _, ok := rt.refs[id]; !ok {
+			fail("consumer.references."+id, fmt.Errorf("a stub is registered under %q but the config has no such reference (references: %s)",
+				id, strings.Join(sortedKeys(cfg.Consumer.References), ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
+	}
+	return rt, nil
+}
+
+func (rt *runtime) implUsed(ref string) bool {
+	for _, s := range rt.services {
+		if refName(s.id, rt.cfg.Provider.Services[s.id]) == ref {
+			return true
+		}
+	}
+	return false
+}
+
+func refName(id string, sc ServiceConfig) string {
+	if sc.Ref != "" {
+		return sc.Ref
+	}
+	return id
+}
+
+func protocolName(id string, p ProtocolConfig) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return id
+}
+
+// protocolFor resolves a protocol id of the config, or a bare extension name.
+func (rt *runtime) protocolFor(id string) (ProtocolConfig, error) {
+	if p, ok := rt.cfg.Protocols[id]; ok {
+		p.Name = protocolName(id, p)
+		return p, nil
+	}
+	if rt.protocols.Has(id) {
+		return ProtocolConfig{Name: id}, nil
+	}
+	ids := sortedKeys(rt.cfg.Protocols)
+	return ProtocolConfig{}, fmt.Errorf("protocol %q is neither a configured protocol id (%s) nor a protocol extension (known: %s)",
+		id, strings.Join(ids, ", "), strings.Join(rt.protocols.Names(), ", "))
+}
+
+func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*service, error) {
+	if sc.Interface == "" {
+		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
+	}
+	ref := refName(id, sc)
+	impl, ok := reg.impls[ref]
+	if !ok {
+		return nil, fmt.Errorf("no implementation registered as %q (registered: %s); pass weft.WithService(%q, impl)",
+			ref, strings.Join(sortedKeys(reg.impls), ", "), ref)
+	}
+	pc := rt.cfg.Provider
+	params := map[string]string{
+		kernel.KeyInterface:     sc.Interface,
+		kernel.KeySide:          kernel.SideProvider,
+		kernel.KeyServiceFilter: joinList(pc.Filter, sc.Filter),
+	}
+	set(params, kernel.KeyApplication, rt.cfg.Application.Name)
+	set(params, kernel.KeyGroup, sc.Group)
+	set(params, kernel.KeyVersion, sc.Version)
+	setInt(params, kernel.KeyTimeout, first(sc.Timeout, pc.Timeout))
+	setInt(params, kernel.KeyExecutes, first(sc.Executes, pc.Executes))
+	set(params, kernel.KeyAccessLog, firstString(sc.AccessLog, pc.AccessLog))
+	setInt(params, kernel.KeyWeight, sc.Weight)
+	setMethods(params, sc.Methods)
+	flatten(params, "", sc.Params)
+
+	protoList := firstString(sc.Protocol, pc.Protocol)
+	if protoList == "" {
+		protoList = strings.Join(sortedKeys(rt.cfg.Protocols), ",")
+	}
+	if protoList == "" {
+		protoList = extension.DefaultProtocol
+	}
+	s := &service{id: id, impl: impl}
+	for _, pid := range splitList(protoList) {
+		p, err := rt.protocolFor(pid)
+		if err != nil {
+			return nil, err
+		}
+		pp := map[string]string{}
+		setInt(pp, kernel.KeyThreads, p.Threads)
+		setInt(pp, kernel.KeyPayload, p.Payload)
+		set(pp, "serialization", p.Serialization)
+		flatten(pp, "", p.Params)
+		for k, v := range params {
+			pp[k] = v
+		}
+		host := p.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		s.urls = append(s.urls, kernel.NewURL(p.Name, host, p.Port, sc.Interface, pp))
+	}
+	inv, err := proxy.NewServiceInvoker(s.urls[0], impl)
+	if err != nil {
+		return nil, err
+	}
+	for i, u := range s.urls {
+		s.urls[i] = u.WithParam(kernel.KeyMethods, strings.Join(inv.MethodNames(), ","))
+		s.invokers = append(s.invokers, inv.WithURL(s.urls[i]))
+	}
+	// Chains are built at start, but a bad filter list must fail now.
+	for _, u := range s.urls {
+		if _, err := rt.filters.ActivateNames(u, kernel.KeyServiceFilter, kernel.GroupProvider); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) (*reference, error) {
+	if rc.Interface == "" {
+		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
+	}
+	cc := rt.cfg.Consumer
+	params := map[string]string{
+		kernel.KeyInterface:       rc.Interface,
+		kernel.KeySide:            kernel.SideConsumer,
+		kernel.KeyReferenceFilter: joinList(cc.Filter, rc.Filter),
+	}
+	set(params, kernel.KeyApplication, rt.cfg.Application.Name)
+	set(params, kernel.KeyGroup, rc.Group)
+	set(params, kernel.KeyVersion, rc.Version)
+	setInt(params, kernel.KeyTimeout, first(rc.Timeout, cc.Timeout))
+	if r := rc.Retries; r != nil {
+		params[kernel.KeyRetries] = strconv.Itoa(*r)
+	} else if r := cc.Retries; r != nil {
+		params[kernel.KeyRetries] = strconv.Itoa(*r)
+	}
+	set(params, kernel.KeyCluster, firstString(rc.Cluster, cc.Cluster))
+	set(params, kernel.KeyLoadBalance, firstString(rc.LoadBalance, cc.LoadBalance))
+	setInt(params, kernel.KeyActives, first(rc.Actives, cc.Actives))
+	setMethods(params, rc.Methods)
+	flatten(params, "", rc.Params)
+
+	r := &reference{id: id, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params), stubs: reg.stubs[id]}
+	switch {
+	case rc.URL != "":
+		for _, raw := range strings.Split(rc.URL, ";") {
+			if raw = strings.TrimSpace(raw); raw == "" {
+				continue
+			}
+			pu, err := kernel.ParseURL(raw)
+			if err != nil {
+				return nil, fmt.Errorf("url: %w", err)
+			}
+			if pu.Path == "" {
+				pu = kernel.NewURL(pu.Protocol, pu.Host, pu.Port, rc.Interface, pu.Params())
+			}
+			r.targets = append(r.targets, mergeURL(pu, params))
+		}
+	default:
+		name := rc.Protocol
+		if name == "" {
+			// Dubbo refers in process when the App exports the same service.
+			key := r.url.ServiceKey()
+			for _, s := range rt.services {
+				if s.urls[0].ServiceKey() == key {
+					name = "injvm"
+				}
+			}
+		}
+		if name == "" {
+			return nil, fmt.Errorf("no url, no registry and no service %s exported by this App: set url: dubbo://host:port or protocol: injvm", r.url.ServiceKey())
+		}
+		p, err := rt.protocolFor(name)
+		if err != nil {
+			return nil, err
+		}
+		r.targets = append(r.targets, mergeURL(kernel.NewURL(p.Name, "127.0.0.1", p.Port, rc.Interface, nil), params))
+	}
+	for _, t := range r.targets {
+		if !rt.protocols.Has(t.Protocol) {
+			return nil, &kernel.UnknownError{Point: "protocol", Name: t.Protocol, Known: rt.protocols.Names()}
+		}
+		if _, err := rt.filters.ActivateNames(t, kernel.KeyReferenceFilter, kernel.GroupConsumer); err != nil {
+			return nil, err
+		}
+	}
+	for _, stub := range r.stubs {
+		if err := proxy.Fill(stub, r.current); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// mergeURL lays the consumer's parameters over a provider URL, as Dubbo's
+// ClusterUtils.mergeUrl does: the consumer decides timeouts, retries, load
+// balancing and its filters.
+func mergeURL(provider *kernel.URL, consumer map[string]string) *kernel.URL {
+	return provider.WithParams(consumer)
+}
+
+func (rt *runtime) start(ctx context.Context) error {
+	for _, s := range rt.services {
+		for _, inv := range s.invokers {
+			if err := rt.export(ctx, s.id, inv); err != nil {
+				return err
+			}
+		}
+	}
+	for _, id := range rt.refIDs {
+		if err := rt.refer(ctx, rt.refs[id]); err != nil {
+			return fmt.Errorf("weft: refer %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) error {
+	u := inner.URL()
+	p, err := rt.protocols.Get(u.Protocol)
+	if err != nil {
+		return err
+	}
+	filters, err := rt.filters.Activate(u, kernel.KeyServiceFilter, kernel.GroupProvider)
+	if err != nil {
+		return err
+	}
+	exp, err := p.Export(ctx, extension.BuildChain(inner, filters))
+	if err != nil {
+		return fmt.Errorf("weft: export %s: %w", id, err)
+	}
+	rt.exporters = append(rt.exporters, exp)
+	rt.log.Debug("weft: exported", "service", id, "url", u.String())
+	return nil
+}
+
+func (rt *runtime) refer(ctx context.Context, r *reference) error {
+	var invokers []kernel.Invoker
+	for _, t := range r.targets {
+		p, err := rt.protocols.Get(t.Protocol)
+		if err != nil {
+			return err
+		}
+		iv, err := p.Refer(ctx, t)
+		if err != nil {
+			return err
+		}
+		filters, err := rt.filters.Activate(t, kernel.KeyReferenceFilter, kernel.GroupConsumer)
+		if err != nil {
+			return err
+		}
+		invokers = append(invokers, extension.BuildChain(iv, filters))
+	}
+	cl, err := rt.clusters.Choose(r.url, "", kernel.KeyCluster)
+	if err != nil {
+		return err
+	}
+	iv, err := cl.Join(cluster.NewStaticDirectory(r.url, invokers))
+	if err != nil {
+		return err
+	}
+	r.invoker.Store(&iv)
+	rt.log.Debug("weft: referred", "reference", r.id, "url", r.url.String())
+	return nil
+}
+
+// stop releases references first, then unexports: calls in flight finish
+// against services that are still there.
+func (rt *runtime) stop(context.Context) error {
+	for i := len(rt.refIDs) - 1; i >= 0; i-- {
+		r := rt.refs[rt.refIDs[i]]
+		if p := r.invoker.Swap(nil); p != nil {
+			(*p).Destroy()
+		}
+	}
+	for i := len(rt.exporters) - 1; i >= 0; i-- {
+		rt.exporters[i].Unexport()
+	}
+	rt.exporters = nil
+	return nil
+}
+
+func joinList(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func set(m map[string]string, k, v string) {
+	if v != "" {
+		m[k] = v
+	}
+}
+
+func setInt(m map[string]string, k string, v int) {
+	if v != 0 {
+		m[k] = strconv.Itoa(v)
+	}
+}
+
+func first(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func firstString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func setMethods(params map[string]string, methods map[string]MethodConfig) {
+	for m, mc := range methods {
+		setInt(params, m+"."+kernel.KeyTimeout, mc.Timeout)
+		if mc.Retries != nil {
+			params[m+"."+kernel.KeyRetries] = strconv.Itoa(*mc.Retries)
+		}
+		set(params, m+"."+kernel.KeyLoadBalance, mc.LoadBalance)
+		setInt(params, m+"."+kernel.KeyExecutes, mc.Executes)
+		setInt(params, m+"."+kernel.KeyActives, mc.Actives)
+	}
+}
+
+// flatten writes free-form params into URL parameters, nested maps as dotted
+// keys (hash.nodes: 160 -> "hash.nodes=160").
+func flatten(dst map[string]string, prefix string, src map[string]any) {
+	for k, v := range src {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			flatten(dst, key, x)
+		case nil:
+		default:
+			dst[key] = fmt.Sprint(x)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

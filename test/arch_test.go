@@ -1,0 +1,130 @@
+package test
+
+import (
+	"bytes"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The design keeps fx and koanf in the root package and forbids init()
+// functions that fill registries: the set of plugins belongs to an App.
+func TestLayering(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each layer and the imports it must not have (prefixes of import paths).
+	rules := map[string][]string{
+		"kernel":          {"github.com/", "go.uber.org/", "golang.org/x/"},
+		"extension":       {"go.uber.org/", "github.com/knadh/", "github.com/weftrpc/weft/plugins", "github.com/weftrpc/weft/cluster"},
+		"proxy":           {"go.uber.org/", "github.com/knadh/"},
+		"plugins":         {"go.uber.org/", "github.com/knadh/"},
+		"cluster":         {"go.uber.org/", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
+		"transport-netty": {"go.uber.org/", "github.com/knadh/"},
+		"registry-nacos":  {"go.uber.org/", "github.com/knadh/"},
+		"filters-wasm":    {"go.uber.org/", "github.com/knadh/"},
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		layer := strings.Split(filepath.ToSlash(rel), "/")[0]
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if layer == "kernel" && strings.HasSuffix(rel, "_test.go") && p == "github.com/weftrpc/weft/kernel" {
+				continue
+			}
+			for _, banned := range rules[layer] {
+				if strings.HasPrefix(p, banned) {
+					t.Errorf("%s imports %s: the %s layer must not", rel, p, layer)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d files; is the walk rooted right?", checked)
+	}
+}
+
+func TestNoInitFunctions(t *testing.T) {
+	root, _ := filepath.Abs("..")
+	found := 0
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && path != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found++
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.Name == "init" {
+				t.Errorf("%s has an init function; plugins must be registered per App, not at import", path)
+			}
+		}
+		return nil
+	})
+	if found == 0 {
+		t.Fatal("no Go files found")
+	}
+}
+
+// gofmt is part of the test command, so CI rejects unformatted code.
+func TestGofmt(t *testing.T) {
+	root, _ := filepath.Abs("..")
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && path != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := format.Source(src)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+		} else if !bytes.Equal(out, src) {
+			t.Errorf("%s is not gofmt-formatted; run gofmt -w", path)
+		}
+		return nil
+	})
+}
