@@ -248,6 +248,9 @@ func (l *Loader[T]) CheckNames(list string) error {
 // with "-name" never appears. An unknown name is an error.
 func (l *Loader[T]) ActivateNames(u *URL, key, group string) ([]string, error) {
 	t := l.t.Load()
+	if u == nil {
+		u = NewURL("", "", 0, "", nil)
+	}
 	list := splitList(u.Param(key))
 	removed := map[string]bool{}
 	listed := map[string]bool{}

@@ -184,7 +184,7 @@ func convert(v any, t reflect.Type) (reflect.Value, error) {
 		return rv, nil
 	}
 	if isNumber(rv.Kind()) && isNumber(t.Kind()) {
-		return rv.Convert(t), nil
+		return convertNumber(rv, t)
 	}
 	if t.Kind() == reflect.Pointer && rv.Type().AssignableTo(t.Elem()) {
 		p := reflect.New(t.Elem())
@@ -192,6 +192,26 @@ func convert(v any, t reflect.Type) (reflect.Value, error) {
 		return p, nil
 	}
 	return reflect.Value{}, fmt.Errorf("want %s, got %T", t, v)
+}
+
+// convertNumber converts between numeric kinds only when the value survives:
+// Java's long 1<<40 is no Go int32, and 1.5 is no integer.
+func convertNumber(rv reflect.Value, t reflect.Type) (reflect.Value, error) {
+	out := rv.Convert(t)
+	var same bool
+	switch {
+	case rv.CanInt():
+		same = out.CanInt() && out.Int() == rv.Int() || out.CanUint() && rv.Int() >= 0 && out.Uint() == uint64(rv.Int()) || out.CanFloat() && int64(out.Float()) == rv.Int()
+	case rv.CanUint():
+		same = out.CanUint() && out.Uint() == rv.Uint() || out.CanInt() && out.Int() >= 0 && uint64(out.Int()) == rv.Uint() || out.CanFloat() && uint64(out.Float()) == rv.Uint()
+	default:
+		f := rv.Float()
+		same = out.CanFloat() && (out.Float() == f || f != f) || out.CanInt() && float64(out.Int()) == f || out.CanUint() && float64(out.Uint()) == f
+	}
+	if !same {
+		return reflect.Value{}, fmt.Errorf("%v (%s) does not fit in %s", rv.Interface(), rv.Type(), t)
+	}
+	return out, nil
 }
 
 func isNumber(k reflect.Kind) bool {

@@ -1,0 +1,154 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+type fakeInvoker struct {
+	url   *kernel.URL
+	calls atomic.Int64
+	fn    func(ctx context.Context) error
+}
+
+func (f *fakeInvoker) URL() *kernel.URL  { return f.url }
+func (f *fakeInvoker) IsAvailable() bool { return true }
+func (f *fakeInvoker) Destroy()          {}
+func (f *fakeInvoker) Invoke(ctx context.Context, _ *kernel.Invocation) (kernel.Result, error) {
+	f.calls.Add(1)
+	if err := f.fn(ctx); err != nil {
+		return kernel.Result{}, err
+	}
+	return kernel.Result{Value: f.url.Address()}, nil
+}
+
+func providers(n int, fn func(i int, ctx context.Context) error) []*fakeInvoker {
+	out := make([]*fakeInvoker, n)
+	for i := range out {
+		out[i] = &fakeInvoker{url: kernel.MustParseURL(fmt.Sprintf("dubbo://127.0.0.1:%d/S", 20880+i)), fn: func(ctx context.Context) error { return fn(i, ctx) }}
+	}
+	return out
+}
+
+func join(t *testing.T, name, consumerURL string, ps []*fakeInvoker) kernel.Invoker {
+	t.Helper()
+	lbs := kernel.NewLoader[extension.LoadBalance]("loadbalance", Random)
+	lbs.Register(Random, func() (extension.LoadBalance, error) { return NewRandom(), nil }, nil)
+	var c extension.Cluster
+	if name == Failover {
+		c = NewFailover(lbs)
+	} else {
+		c = NewFailfast(lbs)
+	}
+	ivs := make([]kernel.Invoker, len(ps))
+	for i, p := range ps {
+		ivs[i] = p
+	}
+	iv, err := c.Join(NewStaticDirectory(kernel.MustParseURL(consumerURL), ivs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iv
+}
+
+func TestFailoverTriesEachProviderOnce(t *testing.T) {
+	down := errors.New("connection refused")
+	ps := providers(3, func(i int, _ context.Context) error {
+		if i < 2 {
+			return kernel.Wrap(kernel.CodeNetwork, down, "provider %d", i)
+		}
+		return nil
+	})
+	for range 50 {
+		res, err := join(t, Failover, "consumer://h/S?retries=2", ps).Invoke(context.Background(), kernel.NewInvocation("m"))
+		if err != nil || res.Value != "127.0.0.1:20882" {
+			t.Fatalf("res %v err %v", res.Value, err)
+		}
+	}
+	// With retries=2 and two failing providers, each failing one is tried at
+	// most once per call, so the healthy one is always reached.
+	if ps[0].calls.Load() > 50 || ps[1].calls.Load() > 50 || ps[2].calls.Load() != 50 {
+		t.Fatalf("calls %d %d %d", ps[0].calls.Load(), ps[1].calls.Load(), ps[2].calls.Load())
+	}
+}
+
+func TestFailoverNeverRetriesBizErrors(t *testing.T) {
+	ps := providers(3, func(int, context.Context) error { return kernel.BizError(errors.New("insufficient funds")) })
+	_, err := join(t, Failover, "consumer://h/S?retries=2", ps).Invoke(context.Background(), kernel.NewInvocation("m"))
+	if !kernel.IsBiz(err) {
+		t.Fatalf("err %v, want the biz error", err)
+	}
+	total := ps[0].calls.Load() + ps[1].calls.Load() + ps[2].calls.Load()
+	if total != 1 {
+		t.Fatalf("provider methods ran %d times, want 1", total)
+	}
+}
+
+func TestFailoverGivesUpNamingProviders(t *testing.T) {
+	ps := providers(2, func(i int, _ context.Context) error { return kernel.Errorf(kernel.CodeNetwork, "down %d", i) })
+	_, err := join(t, Failover, "consumer://h/S?retries=5", ps).Invoke(context.Background(), kernel.NewInvocation("m"))
+	if kernel.CodeOf(err) != kernel.CodeNetwork {
+		t.Fatalf("code %v", kernel.CodeOf(err))
+	}
+	if n := ps[0].calls.Load() + ps[1].calls.Load(); n != 6 {
+		t.Fatalf("%d attempts, want 1 + 5 retries", n)
+	}
+}
+
+// The deadline covers the whole call, retries included.
+func TestFailoverStaysInsideTimeout(t *testing.T) {
+	ps := providers(3, func(_ int, ctx context.Context) error {
+		<-ctx.Done()
+		return kernel.Wrap(kernel.CodeTimeout, ctx.Err(), "frozen")
+	})
+	start := time.Now()
+	_, err := join(t, Failover, "consumer://h/S?retries=2&m.timeout=100", ps).Invoke(context.Background(), kernel.NewInvocation("m"))
+	took := time.Since(start)
+	if kernel.CodeOf(err) != kernel.CodeTimeout || took < 100*time.Millisecond || took > 250*time.Millisecond {
+		t.Fatalf("err %v after %v, want a timeout near 100ms", err, took)
+	}
+}
+
+func TestFailfastOneAttempt(t *testing.T) {
+	ps := providers(3, func(int, context.Context) error { return kernel.Errorf(kernel.CodeNetwork, "down") })
+	if _, err := join(t, Failfast, "consumer://h/S", ps).Invoke(context.Background(), kernel.NewInvocation("m")); err == nil {
+		t.Fatal("want error")
+	}
+	if n := ps[0].calls.Load() + ps[1].calls.Load() + ps[2].calls.Load(); n != 1 {
+		t.Fatalf("%d attempts", n)
+	}
+}
+
+func TestNoProviderError(t *testing.T) {
+	_, err := join(t, Failover, "consumer://h/org.example.S", nil).Invoke(context.Background(), kernel.NewInvocation("m"))
+	if kernel.CodeOf(err) != kernel.CodeNoProvider {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRandomFollowsWeights(t *testing.T) {
+	ivs := []kernel.Invoker{
+		&fakeInvoker{url: kernel.MustParseURL("dubbo://a:1/S?weight=100")},
+		&fakeInvoker{url: kernel.MustParseURL("dubbo://b:1/S?weight=300")},
+	}
+	lb := NewRandom()
+	inv := kernel.NewInvocation("m")
+	hits := map[kernel.Invoker]int{}
+	const n = 100000
+	for range n {
+		hits[lb.Select(ivs, nil, inv)]++
+	}
+	if share := float64(hits[ivs[1]]) / n; share < 0.73 || share > 0.77 {
+		t.Fatalf("weight-300 provider got %.3f of picks, want 0.75", share)
+	}
+	if a := testing.AllocsPerRun(1000, func() { lb.Select(ivs, nil, inv) }); a != 0 {
+		t.Fatalf("Select allocates %v times", a)
+	}
+}
