@@ -123,7 +123,7 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	}
 	for id := range reg.impls {
 		if !rt.implUsed(id) {
-			log.Warn("weft: implementation registered but not exported by any provider.services entry", "ref", id)
+			log.Debug("weft: implementation registered but not exported by any provider.services entry", "ref", id)
 		}
 	}
 	for id := range reg.stubs {

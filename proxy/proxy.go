@@ -173,25 +173,193 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 	return res, nil
 }
 
-// convert makes v a value of type t: as it is when assignable, converted
-// between numeric kinds, the zero value for nil.
+// convert makes v a value of type t: as it is when assignable; numbers
+// converted when they fit; pointers taken or followed; lists, maps and
+// structs converted element by element, a struct from a map of its fields
+// (what generic calls and some hessian decodings deliver); nil as the zero
+// value.
 func convert(v any, t reflect.Type) (reflect.Value, error) {
 	if v == nil {
 		return reflect.Zero(t), nil
 	}
-	rv := reflect.ValueOf(v)
-	if rv.Type().AssignableTo(t) {
+	return convertValue(reflect.ValueOf(v), t, 0)
+}
+
+func convertValue(rv reflect.Value, t reflect.Type, depth int) (reflect.Value, error) {
+	if depth > 64 {
+		return reflect.Value{}, fmt.Errorf("value nested too deep for %s", t)
+	}
+	for rv.Kind() == reflect.Interface {
+		if rv.IsNil() {
+			return reflect.Zero(t), nil
+		}
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() {
+		return reflect.Zero(t), nil
+	}
+	rt := rv.Type()
+	if rt.AssignableTo(t) {
 		return rv, nil
 	}
-	if isNumber(rv.Kind()) && isNumber(t.Kind()) {
+	switch {
+	case isNumber(rv.Kind()) && isNumber(t.Kind()):
 		return convertNumber(rv, t)
-	}
-	if t.Kind() == reflect.Pointer && rv.Type().AssignableTo(t.Elem()) {
+	case rv.Kind() == reflect.Pointer:
+		if rv.IsNil() {
+			return reflect.Zero(t), nil
+		}
+		return convertValue(rv.Elem(), t, depth+1)
+	case t.Kind() == reflect.Pointer:
+		e, err := convertValue(rv, t.Elem(), depth+1)
+		if err != nil {
+			return reflect.Value{}, err
+		}
 		p := reflect.New(t.Elem())
-		p.Elem().Set(rv)
+		p.Elem().Set(e)
 		return p, nil
+	case t.Kind() == reflect.Slice && (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array):
+		out := reflect.MakeSlice(t, rv.Len(), rv.Len())
+		for i := 0; i < rv.Len(); i++ {
+			e, err := convertValue(rv.Index(i), t.Elem(), depth+1)
+			if err != nil {
+				return reflect.Value{}, fmt.Errorf("element %d: %w", i, err)
+			}
+			out.Index(i).Set(e)
+		}
+		return out, nil
+	case t.Kind() == reflect.Map && rv.Kind() == reflect.Map:
+		out := reflect.MakeMapWithSize(t, rv.Len())
+		it := rv.MapRange()
+		for it.Next() {
+			k, err := convertValue(it.Key(), t.Key(), depth+1)
+			if err != nil {
+				return reflect.Value{}, fmt.Errorf("map key %v: %w", it.Key(), err)
+			}
+			e, err := convertValue(it.Value(), t.Elem(), depth+1)
+			if err != nil {
+				return reflect.Value{}, fmt.Errorf("map value of %v: %w", it.Key(), err)
+			}
+			out.SetMapIndex(k, e)
+		}
+		return out, nil
+	case t.Kind() == reflect.Struct && rv.Kind() == reflect.Map:
+		return structFromMap(rv, t, depth)
+	case t.Kind() == reflect.Struct && rv.Kind() == reflect.Struct:
+		// Same fields under another type (a POJO decoded into a registered
+		// Go type that differs from the method's).
+		m := reflect.ValueOf(ToGeneric(rv.Interface()))
+		return structFromMap(m, t, depth)
 	}
-	return reflect.Value{}, fmt.Errorf("want %s, got %T", t, v)
+	return reflect.Value{}, fmt.Errorf("want %s, got %s", t, rt)
+}
+
+// FieldName is the name a struct field has on the wire: its `hessian` tag,
+// else its name with the first rune lowered (Java's bean convention).
+func FieldName(f reflect.StructField) string {
+	if tag := f.Tag.Get("hessian"); tag != "" && tag != "-" {
+		return tag
+	}
+	return WireName(f.Name)
+}
+
+func structFromMap(m reflect.Value, t reflect.Type, depth int) (reflect.Value, error) {
+	out := reflect.New(t).Elem()
+	byName := make(map[string]reflect.Value, m.Len())
+	it := m.MapRange()
+	for it.Next() {
+		k := it.Key()
+		for k.Kind() == reflect.Interface {
+			k = k.Elem()
+		}
+		if k.Kind() == reflect.String {
+			byName[k.String()] = it.Value()
+		}
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		v, ok := byName[FieldName(f)]
+		if !ok {
+			v, ok = byName[f.Name]
+		}
+		if !ok {
+			continue
+		}
+		e, err := convertValue(v, f.Type, depth+1)
+		if err != nil {
+			return reflect.Value{}, fmt.Errorf("field %s: %w", FieldName(f), err)
+		}
+		out.Field(i).Set(e)
+	}
+	return out, nil
+}
+
+// ToGeneric turns a value into the form of Dubbo's generic calls: structs
+// become map[string]any keyed by wire field names, plus "class" when the
+// struct names its Java class; lists and maps are converted element by
+// element; other values are returned as they are.
+func ToGeneric(v any) any {
+	return toGeneric(reflect.ValueOf(v), 0)
+}
+
+func toGeneric(rv reflect.Value, depth int) any {
+	if !rv.IsValid() || depth > 64 {
+		return nil
+	}
+	switch rv.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		if rv.IsNil() {
+			return nil
+		}
+		if rv.Kind() == reflect.Pointer && rv.Elem().Kind() != reflect.Struct {
+			return toGeneric(rv.Elem(), depth+1)
+		}
+		if rv.Kind() == reflect.Interface {
+			return toGeneric(rv.Elem(), depth+1)
+		}
+		return structToMap(rv, rv.Elem(), depth)
+	case reflect.Struct:
+		if _, ok := rv.Interface().(interface{ Unix() int64 }); ok {
+			return rv.Interface() // time.Time and friends stay values
+		}
+		return structToMap(rv, rv, depth)
+	case reflect.Slice:
+		if rv.Type().Elem().Kind() == reflect.Uint8 {
+			return rv.Interface()
+		}
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = toGeneric(rv.Index(i), depth+1)
+		}
+		return out
+	case reflect.Map:
+		out := make(map[string]any, rv.Len())
+		it := rv.MapRange()
+		for it.Next() {
+			out[fmt.Sprint(it.Key().Interface())] = toGeneric(it.Value(), depth+1)
+		}
+		return out
+	}
+	return rv.Interface()
+}
+
+func structToMap(orig, sv reflect.Value, depth int) map[string]any {
+	t := sv.Type()
+	out := make(map[string]any, t.NumField()+1)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() || f.Tag.Get("hessian") == "-" {
+			continue
+		}
+		out[FieldName(f)] = toGeneric(sv.Field(i), depth+1)
+	}
+	if j, ok := orig.Interface().(interface{ JavaClassName() string }); ok {
+		out["class"] = j.JavaClassName()
+	}
+	return out
 }
 
 // convertNumber converts between numeric kinds only when the value survives:

@@ -1,0 +1,83 @@
+// Package generic is Dubbo's provider GenericFilter: it serves
+// `$invoke(method, parameterTypes, args)` calls from consumers that have no
+// types of the service (gateways, test tools, `weft invoke`), by turning them
+// into the real call — maps standing for POJOs are converted to the method's
+// Go types — and by returning the result in generic form (POJOs as maps with
+// a "class" entry).
+package generic
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/proxy"
+)
+
+// Name is the filter's extension name.
+const Name = "generic"
+
+// Generic method names and the descriptor of $invoke's arguments.
+const (
+	MethodInvoke      = "$invoke"
+	MethodInvokeAsync = "$invokeAsync"
+	Descriptor        = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;"
+	// KeyGeneric is the attachment a generic consumer sends ("true").
+	KeyGeneric = "generic"
+)
+
+// Activation: every provider call, before the context filter.
+func Activation() *kernel.Activate {
+	return &kernel.Activate{Groups: []string{kernel.GroupProvider}, Order: -20000}
+}
+
+// New returns the filter.
+func New() extension.Filter { return filter{} }
+
+type filter struct{}
+
+func (filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	if (inv.Method != MethodInvoke && inv.Method != MethodInvokeAsync) || len(inv.Args) != 3 {
+		return next.Invoke(ctx, inv)
+	}
+	method, ok := inv.Args[0].(string)
+	if !ok || method == "" {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "generic call: first argument must be the method name, got %T", inv.Args[0])
+	}
+	args, err := asList(inv.Args[2])
+	if err != nil {
+		return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "generic call of %s: arguments", method)
+	}
+	types, err := asList(inv.Args[1])
+	if err != nil {
+		return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "generic call of %s: parameter types", method)
+	}
+	if len(types) != 0 && len(types) != len(args) {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "generic call of %s: %d parameter types for %d arguments", method, len(types), len(args))
+	}
+	real := inv.Clone()
+	real.Method, real.Args, real.ParamTypes = method, args, ""
+	res, err := next.Invoke(ctx, real)
+	if err != nil {
+		return res, err
+	}
+	res.Value = proxy.ToGeneric(res.Value)
+	return res, nil
+}
+
+func asList(v any) ([]any, error) {
+	switch l := v.(type) {
+	case nil:
+		return nil, nil
+	case []any:
+		return l, nil
+	case []string:
+		out := make([]any, len(l))
+		for i, s := range l {
+			out[i] = s
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a list, got %T", v)
+}

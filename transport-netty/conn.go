@@ -1,0 +1,277 @@
+package netty
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftrpc/weft/extension"
+)
+
+// ErrClosed is returned by Send on a closed channel.
+var ErrClosed = errors.New("channel closed")
+
+// maxQueued bounds the bytes waiting for the write loop; past it, Send fails
+// rather than letting a stalled peer grow memory without limit.
+const maxQueued = 64 << 20
+
+// FrameError is what a codec returns for a frame it rejects as a whole
+// (oversized, undecodable body) but whose extent it knows: the read loop
+// skips Skip bytes from the start of the frame, without buffering them, then
+// delivers Msg (a Request or Response marked broken) so the one call fails
+// and the connection lives on.
+type FrameError struct {
+	Msg  any
+	Skip int
+	Err  error
+}
+
+func (e *FrameError) Error() string { return e.Err.Error() }
+func (e *FrameError) Unwrap() error { return e.Err }
+
+// Conn is a Channel over one TCP connection.
+type Conn struct {
+	nc      net.Conn
+	codec   extension.Codec
+	handler extension.ChannelHandler
+	log     *slog.Logger
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wsignal chan struct{}
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{}
+	loops     sync.WaitGroup
+
+	lastRead  atomic.Int64 // unix nanos
+	lastWrite atomic.Int64
+
+	attrs sync.Map
+}
+
+var _ extension.Channel = (*Conn)(nil)
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{})}
+	now := time.Now().UnixNano()
+	c.lastRead.Store(now)
+	c.lastWrite.Store(now)
+	return c
+}
+
+// start runs the loops and reports the connection to the handler.
+func (c *Conn) start() {
+	c.handler.Connected(c)
+	c.loops.Add(2)
+	go c.writeLoop()
+	go c.readLoop()
+}
+
+// LocalAddr is the local end's address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// IsClosed reports whether Close ran or the connection broke.
+func (c *Conn) IsClosed() bool { return c.closed.Load() }
+
+// Done is closed when the channel closes.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Attr returns a value stored with SetAttr.
+func (c *Conn) Attr(k any) (any, bool) { return c.attrs.Load(k) }
+
+// SetAttr stores a value with the channel (Netty's channel attributes).
+func (c *Conn) SetAttr(k, v any) { c.attrs.Store(k, v) }
+
+// Send encodes msg and queues its frame for the write loop. Encoding happens
+// on the caller's goroutine, outside the queue lock; an encoding error fails
+// only this message.
+func (c *Conn) Send(msg any) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	bp := scratch.Get().(*[]byte)
+	frame, err := c.codec.Encode((*bp)[:0], msg)
+	if err != nil {
+		scratch.Put(bp)
+		return err
+	}
+	c.wmu.Lock()
+	if c.closed.Load() {
+		c.wmu.Unlock()
+		*bp = frame
+		scratch.Put(bp)
+		return ErrClosed
+	}
+	if len(c.wbuf)+len(frame) > maxQueued {
+		c.wmu.Unlock()
+		*bp = frame
+		scratch.Put(bp)
+		return fmt.Errorf("write queue to %s over %d bytes: the peer does not read", c.RemoteAddr(), maxQueued)
+	}
+	c.wbuf = append(c.wbuf, frame...)
+	c.wmu.Unlock()
+	if cap(frame) <= 64<<10 {
+		*bp = frame
+		scratch.Put(bp)
+	}
+	select {
+	case c.wsignal <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *Conn) writeLoop() {
+	defer c.loops.Done()
+	var spare []byte
+	for {
+		select {
+		case <-c.wsignal:
+		case <-c.done:
+			return
+		}
+		c.wmu.Lock()
+		buf := c.wbuf
+		c.wbuf = spare[:0]
+		c.wmu.Unlock()
+		if len(buf) == 0 {
+			spare = buf
+			continue
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(fmt.Errorf("write to %s: %w", c.RemoteAddr(), err))
+			return
+		}
+		c.lastWrite.Store(time.Now().UnixNano())
+		// Keep a big buffer only while it is being used.
+		if cap(buf) > 4<<20 {
+			buf = nil
+		}
+		spare = buf
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.loops.Done()
+	buf := make([]byte, 64<<10)
+	start, end := 0, 0
+	discard := 0 // bytes of a rejected frame still to skip
+	var pending *FrameError
+	for {
+		if start == end {
+			start, end = 0, 0
+		}
+		if end == len(buf) {
+			if start > 0 {
+				end = copy(buf, buf[start:end])
+				start = 0
+			} else {
+				// One frame larger than the buffer: the codec has checked
+				// its length against the payload limit already.
+				nb := make([]byte, 2*len(buf))
+				copy(nb, buf[:end])
+				buf = nb
+			}
+		}
+		n, err := c.nc.Read(buf[end:])
+		if n > 0 {
+			c.lastRead.Store(time.Now().UnixNano())
+			end += n
+		}
+		for {
+			if discard > 0 {
+				k := min(discard, end-start)
+				discard -= k
+				start += k
+				if discard > 0 {
+					break
+				}
+				if pending != nil {
+					c.handler.Received(c, pending.Msg)
+					pending = nil
+				}
+			}
+			if start == end {
+				break
+			}
+			msg, used, derr := c.codec.Decode(buf[start:end])
+			if derr != nil {
+				var fe *FrameError
+				if errors.As(derr, &fe) && fe.Skip > 0 {
+					c.log.Warn("weft: rejected frame", "remote", c.RemoteAddr().String(), "err", fe.Err)
+					discard, pending = fe.Skip, fe
+					continue
+				}
+				c.handler.Caught(c, derr)
+				c.fail(fmt.Errorf("decode from %s: %w", c.RemoteAddr(), derr))
+				return
+			}
+			if used == 0 {
+				break
+			}
+			start += used
+			c.handler.Received(c, msg)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || c.closed.Load() {
+				c.fail(nil)
+			} else {
+				c.fail(fmt.Errorf("read from %s: %w", c.RemoteAddr(), err))
+			}
+			return
+		}
+	}
+}
+
+// Close closes the connection; queued frames not yet written are dropped.
+func (c *Conn) Close() error {
+	c.fail(nil)
+	return nil
+}
+
+// CloseGracefully flushes what is queued (bounded by wait), then closes.
+func (c *Conn) CloseGracefully(wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		c.wmu.Lock()
+		n := len(c.wbuf)
+		c.wmu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+}
+
+func (c *Conn) fail(err error) {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		close(c.done)
+		c.nc.Close()
+		if err != nil {
+			c.log.Debug("weft: connection closed", "remote", c.RemoteAddr().String(), "err", err)
+		}
+		go func() {
+			// The handler hears of the close once both loops have stopped, so
+			// it never sees a message after Disconnected.
+			c.loops.Wait()
+			c.handler.Disconnected(c)
+		}()
+	})
+}

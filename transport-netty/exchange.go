@@ -1,0 +1,577 @@
+package netty
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Response statuses, Dubbo's numbers.
+const (
+	StatusOK                        byte = 20
+	StatusClientTimeout             byte = 30
+	StatusServerTimeout             byte = 31
+	StatusChannelInactive           byte = 35
+	StatusBadRequest                byte = 40
+	StatusBadResponse               byte = 50
+	StatusServiceNotFound           byte = 60
+	StatusServiceError              byte = 70
+	StatusServerError               byte = 80
+	StatusClientError               byte = 90
+	StatusServerThreadpoolExhausted byte = 100
+)
+
+// Defaults, Dubbo's.
+const (
+	DefaultHeartbeat = 60 * time.Second
+	DefaultReconnect = 2 * time.Second
+	DefaultThreads   = 200
+)
+
+// Request is an exchange-level request: a call, or a heartbeat (Event with no
+// Data).
+type Request struct {
+	ID     uint64
+	TwoWay bool
+	Event  bool
+	Data   any
+	// Broken is set by a codec that could not decode the body: the server
+	// answers BadRequest with its text.
+	Broken error
+}
+
+// Response answers the Request of the same ID.
+type Response struct {
+	ID     uint64
+	Status byte
+	Event  bool
+	Data   any
+	// ErrMsg explains a status other than OK.
+	ErrMsg string
+}
+
+// StatusError converts a non-OK status into a kernel error.
+func StatusError(status byte, msg string) error {
+	code := kernel.CodeUnknown
+	e := &kernel.Error{Msg: msg}
+	switch status {
+	case StatusClientTimeout:
+		code = kernel.CodeTimeout
+	case StatusServerTimeout:
+		code, e.ServerSide = kernel.CodeTimeout, true
+	case StatusChannelInactive:
+		code = kernel.CodeNetwork
+	case StatusBadRequest, StatusBadResponse:
+		code = kernel.CodeSerialization
+	case StatusServiceNotFound:
+		code = kernel.CodeServiceNotFound
+	case StatusServerThreadpoolExhausted:
+		code = kernel.CodeLimitExceeded
+	}
+	e.Code = code
+	if e.Msg == "" {
+		e.Msg = fmt.Sprintf("status %d", status)
+	}
+	return e
+}
+
+type call struct {
+	done chan *Response
+	conn *Conn
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan *Response, 1)} }}
+
+const shards = 32
+
+// pendingTable holds the calls waiting for a response, sharded to keep lock
+// contention low under many concurrent callers.
+type pendingTable struct {
+	shards [shards]struct {
+		mu sync.Mutex
+		m  map[uint64]*call
+		_  [40]byte
+	}
+}
+
+func newPendingTable() *pendingTable {
+	p := &pendingTable{}
+	for i := range p.shards {
+		p.shards[i].m = map[uint64]*call{}
+	}
+	return p
+}
+
+func (p *pendingTable) put(id uint64, c *call) {
+	s := &p.shards[id%shards]
+	s.mu.Lock()
+	s.m[id] = c
+	s.mu.Unlock()
+}
+
+func (p *pendingTable) take(id uint64) *call {
+	s := &p.shards[id%shards]
+	s.mu.Lock()
+	c := s.m[id]
+	if c != nil {
+		delete(s.m, id)
+	}
+	s.mu.Unlock()
+	return c
+}
+
+// Len is the number of calls waiting.
+func (p *pendingTable) Len() int {
+	n := 0
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// failConn answers every call sent on conn with status.
+func (p *pendingTable) failConn(conn *Conn, status byte, msg string) {
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for id, c := range s.m {
+			if c.conn == conn || conn == nil {
+				delete(s.m, id)
+				c.done <- &Response{ID: id, Status: status, ErrMsg: msg}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ClientOptions tune an ExchangeClient; zero values take Dubbo's defaults.
+type ClientOptions struct {
+	Heartbeat time.Duration // 0: DefaultHeartbeat; < 0: none
+	Reconnect time.Duration // 0: DefaultReconnect
+}
+
+// ExchangeClient is a client connection with request/response correlation,
+// deadlines, heartbeats and reconnection.
+type ExchangeClient struct {
+	url   *kernel.URL
+	t     *Transporter
+	codec extension.Codec
+	log   *slog.Logger
+	opt   ClientOptions
+
+	conn     atomic.Pointer[Conn]
+	lastErr  atomic.Pointer[error]
+	pending  *pendingTable
+	nextID   atomic.Uint64
+	late     atomic.Int64
+	closed   atomic.Bool
+	done     chan struct{}
+	wake     chan struct{}
+	bg       sync.WaitGroup
+	connects atomic.Int64
+}
+
+// NewExchangeClient connects to url's address. A failed first connection is
+// not an error: the client keeps reconnecting and is unavailable meanwhile.
+func NewExchangeClient(t *Transporter, url *kernel.URL, codec extension.Codec, opt ClientOptions) *ExchangeClient {
+	if opt.Heartbeat == 0 {
+		opt.Heartbeat = DefaultHeartbeat
+	}
+	if opt.Reconnect <= 0 {
+		opt.Reconnect = DefaultReconnect
+	}
+	c := &ExchangeClient{url: url, t: t, codec: codec, log: t.log, opt: opt, pending: newPendingTable(),
+		done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c.connect()
+	c.bg.Add(1)
+	go c.keepalive()
+	return c
+}
+
+func (c *ExchangeClient) connect() bool {
+	conn, err := c.t.dial(c.url, c.codec, c)
+	if err != nil {
+		c.lastErr.Store(&err)
+		return false
+	}
+	if c.closed.Load() {
+		conn.Close()
+		return false
+	}
+	c.connects.Add(1)
+	c.conn.Store(conn)
+	return true
+}
+
+// keepalive sends heartbeats, closes a connection silent for three
+// heartbeats, and reconnects a lost one every Reconnect interval.
+func (c *ExchangeClient) keepalive() {
+	defer c.bg.Done()
+	tick := c.opt.Reconnect
+	if c.opt.Heartbeat > 0 && c.opt.Heartbeat/3 < tick {
+		tick = c.opt.Heartbeat / 3
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	lastTry := time.Now()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+		case <-t.C:
+		}
+		now := time.Now()
+		conn := c.conn.Load()
+		if conn == nil || conn.IsClosed() {
+			if now.Sub(lastTry) >= c.opt.Reconnect {
+				lastTry = now
+				if c.connect() {
+					c.log.Info("weft: reconnected", "addr", c.url.Address())
+				}
+			}
+			continue
+		}
+		if c.opt.Heartbeat <= 0 {
+			continue
+		}
+		read := time.Unix(0, conn.lastRead.Load())
+		if now.Sub(read) > 3*c.opt.Heartbeat {
+			c.log.Warn("weft: closing idle connection", "addr", c.url.Address(), "silent_for", now.Sub(read).Round(time.Millisecond))
+			conn.Close()
+			continue
+		}
+		if now.Sub(read) >= c.opt.Heartbeat || now.Sub(time.Unix(0, conn.lastWrite.Load())) >= c.opt.Heartbeat {
+			conn.Send(&Request{ID: c.nextID.Add(1), TwoWay: true, Event: true})
+		}
+	}
+}
+
+// URL is the provider URL the client connects to.
+func (c *ExchangeClient) URL() *kernel.URL { return c.url }
+
+// IsAvailable reports whether the connection is up.
+func (c *ExchangeClient) IsAvailable() bool {
+	conn := c.conn.Load()
+	return !c.closed.Load() && conn != nil && !conn.IsClosed()
+}
+
+// Pending is the number of calls waiting for a response.
+func (c *ExchangeClient) Pending() int { return c.pending.Len() }
+
+// LateResponses counts responses that came after their call gave up.
+func (c *ExchangeClient) LateResponses() int64 { return c.late.Load() }
+
+// Connects counts successful connections, the first included.
+func (c *ExchangeClient) Connects() int64 { return c.connects.Load() }
+
+func (c *ExchangeClient) channel() (*Conn, error) {
+	conn := c.conn.Load()
+	if c.closed.Load() {
+		return nil, kernel.Errorf(kernel.CodeNetwork, "client of %s is closed", c.url.Address())
+	}
+	if conn == nil || conn.IsClosed() {
+		msg := "not connected to " + c.url.Address() + "; reconnecting"
+		if e := c.lastErr.Load(); e != nil {
+			return nil, kernel.Wrap(kernel.CodeNetwork, *e, "%s", msg)
+		}
+		return nil, kernel.Errorf(kernel.CodeNetwork, "%s", msg)
+	}
+	return conn, nil
+}
+
+// Oneway sends data without waiting for an answer.
+func (c *ExchangeClient) Oneway(data any) error {
+	conn, err := c.channel()
+	if err != nil {
+		return err
+	}
+	if err := conn.Send(&Request{ID: c.nextID.Add(1), Data: data}); err != nil {
+		return kernel.Wrap(kernel.CodeNetwork, err, "send to %s", c.url.Address())
+	}
+	return nil
+}
+
+// Request sends data and waits for its response until ctx is done, or for
+// timeout when ctx has no deadline. A call that gives up leaves nothing in
+// the pending table; its response, if it comes, is dropped and counted.
+func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Duration) (*Response, error) {
+	conn, err := c.channel()
+	if err != nil {
+		return nil, err
+	}
+	id := c.nextID.Add(1)
+	cl := callPool.Get().(*call)
+	cl.conn = conn
+	c.pending.put(id, cl)
+	req := &Request{ID: id, TwoWay: true, Data: data}
+	if err := conn.Send(req); err != nil {
+		if c.pending.take(id) == nil {
+			<-cl.done
+		}
+		cl.conn = nil
+		callPool.Put(cl)
+		if ke, ok := err.(*kernel.Error); ok {
+			return nil, ke
+		}
+		return nil, kernel.Wrap(kernel.CodeNetwork, err, "send to %s", c.url.Address())
+	}
+	start := time.Now()
+	var expired <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok && timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case resp := <-cl.done:
+		cl.conn = nil
+		callPool.Put(cl)
+		return resp, nil
+	case <-ctx.Done():
+	case <-expired:
+	}
+	if c.pending.take(id) == nil {
+		// The response is being delivered right now: take it, it is ours.
+		resp := <-cl.done
+		cl.conn = nil
+		callPool.Put(cl)
+		return resp, nil
+	}
+	cl.conn = nil
+	callPool.Put(cl)
+	elapsed := time.Since(start).Round(time.Millisecond)
+	if ctx.Err() == context.Canceled {
+		return nil, kernel.Wrap(kernel.CodeNetwork, ctx.Err(), "call to %s canceled after %v", c.url.Address(), elapsed)
+	}
+	return nil, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
+		Msg: fmt.Sprintf("no response from %s within %v (request id %d, client-side timeout, channel %s -> %s)",
+			c.url.Address(), elapsed, id, conn.LocalAddr(), conn.RemoteAddr())}
+}
+
+// Close closes the connection and fails the pending calls.
+func (c *ExchangeClient) Close() {
+	if c.closed.Swap(true) {
+		return
+	}
+	close(c.done)
+	c.bg.Wait()
+	if conn := c.conn.Load(); conn != nil {
+		conn.Close()
+		conn.loops.Wait()
+	}
+	c.pending.failConn(nil, StatusChannelInactive, "client of "+c.url.Address()+" closed")
+}
+
+// Connected is part of extension.ChannelHandler.
+func (c *ExchangeClient) Connected(extension.Channel) {}
+
+// Disconnected fails every call sent on the channel at once.
+func (c *ExchangeClient) Disconnected(ch extension.Channel) {
+	c.pending.failConn(ch.(*Conn), StatusChannelInactive, "connection to "+c.url.Address()+" closed")
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Received completes calls and answers the server's heartbeats.
+func (c *ExchangeClient) Received(ch extension.Channel, msg any) {
+	switch m := msg.(type) {
+	case *Response:
+		if m.Event {
+			return
+		}
+		if cl := c.pending.take(m.ID); cl != nil {
+			cl.done <- m
+		} else {
+			c.late.Add(1)
+		}
+	case *Request:
+		if m.Event && m.TwoWay {
+			ch.Send(&Response{ID: m.ID, Status: StatusOK, Event: true})
+		}
+	}
+}
+
+// Caught logs a channel error.
+func (c *ExchangeClient) Caught(ch extension.Channel, err error) {
+	c.log.Warn("weft: client channel error", "addr", c.url.Address(), "err", err)
+}
+
+// RequestHandler serves the requests of an ExchangeServer, on a goroutine of
+// the bounded pool. It answers two-way requests with reply.
+type RequestHandler interface {
+	Reply(ch *Conn, req *Request) *Response
+}
+
+// ServerOptions tune an ExchangeServer.
+type ServerOptions struct {
+	Heartbeat time.Duration // idle close at 3x; 0: DefaultHeartbeat; < 0: never
+	Threads   int           // concurrent requests; 0: DefaultThreads
+}
+
+// ExchangeServer serves requests: heartbeats on the read loop, calls on a
+// bounded set of goroutines (Dubbo's "all" dispatcher on a fixed pool of
+// `threads`); when all are busy it answers status 100 at once.
+type ExchangeServer struct {
+	srv     *Server
+	handler RequestHandler
+	log     *slog.Logger
+	opt     ServerOptions
+	busy    atomic.Int64
+	done    chan struct{}
+	bg      sync.WaitGroup
+
+	// closeMu orders wg.Add in Received before wg.Wait in Close.
+	closeMu sync.RWMutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// Bind starts an exchange server on url's address.
+func Bind(t *Transporter, url *kernel.URL, codec extension.Codec, h RequestHandler, opt ServerOptions) (*ExchangeServer, error) {
+	if opt.Heartbeat == 0 {
+		opt.Heartbeat = DefaultHeartbeat
+	}
+	if opt.Threads <= 0 {
+		opt.Threads = DefaultThreads
+	}
+	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{})}
+	srv, err := t.Bind(url, codec, es)
+	if err != nil {
+		return nil, err
+	}
+	es.srv = srv.(*Server)
+	if opt.Heartbeat > 0 {
+		es.bg.Add(1)
+		go es.idleCheck()
+	}
+	return es, nil
+}
+
+// Addr is the bound address.
+func (s *ExchangeServer) Addr() string { return s.srv.Addr().String() }
+
+// Busy is the number of requests being served.
+func (s *ExchangeServer) Busy() int64 { return s.busy.Load() }
+
+func (s *ExchangeServer) idleCheck() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.opt.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			for _, c := range s.srv.Channels() {
+				if now.Sub(time.Unix(0, c.lastRead.Load())) > 3*s.opt.Heartbeat {
+					s.log.Info("weft: closing idle connection", "remote", c.RemoteAddr().String())
+					c.Close()
+				}
+			}
+		}
+	}
+}
+
+// Connected is part of extension.ChannelHandler.
+func (s *ExchangeServer) Connected(extension.Channel) {}
+
+// Disconnected is part of extension.ChannelHandler.
+func (s *ExchangeServer) Disconnected(extension.Channel) {}
+
+// Caught logs.
+func (s *ExchangeServer) Caught(ch extension.Channel, err error) {
+	s.log.Warn("weft: server channel error", "remote", ch.RemoteAddr().String(), "err", err)
+}
+
+// Received answers heartbeats and broken requests on the read loop and hands
+// calls to the pool.
+func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
+	req, ok := msg.(*Request)
+	if !ok {
+		return // heartbeat responses: reading them kept the channel alive
+	}
+	conn := ch.(*Conn)
+	switch {
+	case req.Event:
+		if req.TwoWay {
+			conn.Send(&Response{ID: req.ID, Status: StatusOK, Event: true})
+		}
+		return
+	case req.Broken != nil:
+		if req.TwoWay {
+			conn.Send(&Response{ID: req.ID, Status: StatusBadRequest, ErrMsg: req.Broken.Error()})
+		}
+		return
+	}
+	if s.busy.Add(1) > int64(s.opt.Threads) {
+		s.busy.Add(-1)
+		if req.TwoWay {
+			conn.Send(&Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
+				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
+		}
+		return
+	}
+	s.closeMu.RLock()
+	if s.closing {
+		s.closeMu.RUnlock()
+		s.busy.Add(-1)
+		if req.TwoWay {
+			conn.Send(&Response{ID: req.ID, Status: StatusServerError,
+				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())})
+		}
+		return
+	}
+	s.wg.Add(1)
+	s.closeMu.RUnlock()
+	go func() {
+		defer s.wg.Done()
+		defer s.busy.Add(-1)
+		resp := s.handler.Reply(conn, req)
+		if req.TwoWay && resp != nil {
+			resp.ID = req.ID
+			if err := conn.Send(resp); err != nil && err != ErrClosed {
+				// The result could not be encoded (too large, unknown
+				// type): the caller still gets an answer.
+				conn.Send(&Response{ID: req.ID, Status: StatusBadResponse, ErrMsg: err.Error()})
+			}
+		}
+	}()
+}
+
+// Close stops accepting, waits up to wait for calls in flight, then closes
+// every connection.
+func (s *ExchangeServer) Close(wait time.Duration) error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	close(s.done)
+	s.bg.Wait()
+	s.closeMu.Lock()
+	s.closing = true
+	s.closeMu.Unlock()
+	finished := make(chan struct{})
+	go func() { s.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(wait):
+		s.log.Warn("weft: closing with calls still running", "addr", s.Addr(), "busy", s.busy.Load())
+	}
+	for _, c := range s.srv.Channels() {
+		c.CloseGracefully(100 * time.Millisecond)
+	}
+	return s.srv.Close()
+}
