@@ -13,7 +13,9 @@ import (
 	ctxfilter "github.com/weftrpc/weft/plugins/filter/context"
 	"github.com/weftrpc/weft/plugins/filter/echo"
 	"github.com/weftrpc/weft/plugins/filter/executelimit"
+	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/plugins/filter/timeout"
+	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
 )
 
@@ -66,6 +68,13 @@ func builtins() fx.Option {
 			return Extension[extension.Protocol]{Name: injvm.Name, New: func() (extension.Protocol, error) { return injvm.New(), nil }}
 		}),
 
+		Plugin[extension.Protocol](func(log *slog.Logger) Extension[extension.Protocol] {
+			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.New(log), nil }}
+		}),
+
+		Plugin[extension.Filter](func() Extension[extension.Filter] {
+			return Extension[extension.Filter]{Name: generic.Name, New: value(generic.New()), Activate: generic.Activation()}
+		}),
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: echo.Name, New: value(echo.New()), Activate: echo.Activation()}
 		}),

@@ -236,12 +236,6 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*se
 		s.urls[i] = u.WithParam(kernel.KeyMethods, strings.Join(inv.MethodNames(), ","))
 		s.invokers = append(s.invokers, inv.WithURL(s.urls[i]))
 	}
-	// Chains are built at start, but a bad filter list must fail now.
-	for _, u := range s.urls {
-		if _, err := rt.filters.ActivateNames(u, kernel.KeyServiceFilter, kernel.GroupProvider); err != nil {
-			return nil, err
-		}
-	}
 	return s, nil
 }
 
@@ -309,9 +303,6 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 	for _, t := range r.targets {
 		if !rt.protocols.Has(t.Protocol) {
 			return nil, &kernel.UnknownError{Point: "protocol", Name: t.Protocol, Known: rt.protocols.Names()}
-		}
-		if _, err := rt.filters.ActivateNames(t, kernel.KeyReferenceFilter, kernel.GroupConsumer); err != nil {
-			return nil, err
 		}
 	}
 	for _, stub := range r.stubs {

@@ -160,3 +160,29 @@ func OutgoingAttachments(ctx context.Context) map[string]any {
 	m, _ := ctx.Value(outgoingKey{}).(map[string]any)
 	return m
 }
+
+const replyAttachmentsKey = "weft.reply.attachments"
+
+// SetReplyAttachment makes the provider send k=v back to the consumer with
+// this call's response (Dubbo's server-context attachments). It works in a
+// service implementation, whose ctx carries the invocation; it reports
+// whether it found one.
+func SetReplyAttachment(ctx context.Context, k string, v any) bool {
+	inv, ok := InvocationFrom(ctx)
+	if !ok {
+		return false
+	}
+	m, _ := inv.attributes[replyAttachmentsKey].(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+		inv.SetAttribute(replyAttachmentsKey, m)
+	}
+	m[k] = v
+	return true
+}
+
+// ReplyAttachments returns what SetReplyAttachment set, nil when nothing.
+func (inv *Invocation) ReplyAttachments() map[string]any {
+	m, _ := inv.attributes[replyAttachmentsKey].(map[string]any)
+	return m
+}

@@ -147,6 +147,9 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 		in = make([]reflect.Value, 0, n)
 	}
 	if md.withCtx {
+		if cur, ok := kernel.InvocationFrom(ctx); !ok || cur != inv {
+			ctx = kernel.WithInvocation(ctx, inv)
+		}
 		in = append(in, reflect.ValueOf(&ctx).Elem())
 	}
 	for i, a := range inv.Args {
@@ -164,12 +167,13 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 	out := md.fn.Call(in)
 	if md.hasErr {
 		if e := out[len(out)-1]; !e.IsNil() {
-			return res, kernel.BizError(e.Interface().(error))
+			return kernel.Result{Attachments: inv.ReplyAttachments()}, kernel.BizError(e.Interface().(error))
 		}
 	}
 	if md.hasVal {
 		res.Value = out[0].Interface()
 	}
+	res.Attachments = inv.ReplyAttachments()
 	return res, nil
 }
 

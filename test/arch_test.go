@@ -23,14 +23,14 @@ func TestLayering(t *testing.T) {
 	}
 	// Each layer and the imports it must not have (prefixes of import paths).
 	rules := map[string][]string{
-		"kernel":          {"github.com/", "go.uber.org/", "golang.org/x/"},
-		"extension":       {"go.uber.org/", "github.com/knadh/", "github.com/weftrpc/weft/plugins", "github.com/weftrpc/weft/cluster"},
-		"proxy":           {"go.uber.org/", "github.com/knadh/"},
-		"plugins":         {"go.uber.org/", "github.com/knadh/"},
-		"cluster":         {"go.uber.org/", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
-		"transport-netty": {"go.uber.org/", "github.com/knadh/"},
-		"registry-nacos":  {"go.uber.org/", "github.com/knadh/"},
-		"filters-wasm":    {"go.uber.org/", "github.com/knadh/"},
+		"kernel":          {"github.com/", "go.uber.org/fx", "go.uber.org/dig", "golang.org/x/"},
+		"extension":       {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins", "github.com/weftrpc/weft/cluster"},
+		"proxy":           {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
+		"plugins":         {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
+		"cluster":         {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
+		"transport-netty": {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
+		"registry-nacos":  {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
+		"filters-wasm":    {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
 	}
 	checked := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

@@ -21,10 +21,10 @@ var ErrClosed = errors.New("channel closed")
 const maxQueued = 64 << 20
 
 // FrameError is what a codec returns for a frame it rejects as a whole
-// (oversized, undecodable body) but whose extent it knows: the read loop
-// skips Skip bytes from the start of the frame, without buffering them, then
-// delivers Msg (a Request or Response marked broken) so the one call fails
-// and the connection lives on.
+// (oversized) but whose extent it knows: the read loop delivers Msg (a
+// Request or Response marked broken) at once, so the one call fails, then
+// skips Skip bytes from the start of the frame as they arrive, without
+// buffering them; the connection lives on.
 type FrameError struct {
 	Msg  any
 	Skip int
@@ -171,7 +171,6 @@ func (c *Conn) readLoop() {
 	buf := make([]byte, 64<<10)
 	start, end := 0, 0
 	discard := 0 // bytes of a rejected frame still to skip
-	var pending *FrameError
 	for {
 		if start == end {
 			start, end = 0, 0
@@ -201,10 +200,6 @@ func (c *Conn) readLoop() {
 				if discard > 0 {
 					break
 				}
-				if pending != nil {
-					c.handler.Received(c, pending.Msg)
-					pending = nil
-				}
 			}
 			if start == end {
 				break
@@ -214,7 +209,10 @@ func (c *Conn) readLoop() {
 				var fe *FrameError
 				if errors.As(derr, &fe) && fe.Skip > 0 {
 					c.log.Warn("weft: rejected frame", "remote", c.RemoteAddr().String(), "err", fe.Err)
-					discard, pending = fe.Skip, fe
+					// Answer now; the frame's bytes are skipped as they come,
+					// never buffered.
+					discard = fe.Skip
+					c.handler.Received(c, fe.Msg)
 					continue
 				}
 				c.handler.Caught(c, derr)

@@ -429,6 +429,7 @@ type ExchangeServer struct {
 	log     *slog.Logger
 	opt     ServerOptions
 	busy    atomic.Int64
+	pool    *workerPool
 	done    chan struct{}
 	bg      sync.WaitGroup
 
@@ -446,7 +447,7 @@ func Bind(t *Transporter, url *kernel.URL, codec extension.Codec, h RequestHandl
 	if opt.Threads <= 0 {
 		opt.Threads = DefaultThreads
 	}
-	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{})}
+	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{}), pool: newWorkerPool(opt.Threads, time.Minute)}
 	srv, err := t.Bind(url, codec, es)
 	if err != nil {
 		return nil, err
@@ -515,18 +516,9 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 		}
 		return
 	}
-	if s.busy.Add(1) > int64(s.opt.Threads) {
-		s.busy.Add(-1)
-		if req.TwoWay {
-			conn.Send(&Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
-				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
-		}
-		return
-	}
 	s.closeMu.RLock()
 	if s.closing {
 		s.closeMu.RUnlock()
-		s.busy.Add(-1)
 		if req.TwoWay {
 			conn.Send(&Response{ID: req.ID, Status: StatusServerError,
 				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())})
@@ -535,8 +527,9 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 	}
 	s.wg.Add(1)
 	s.closeMu.RUnlock()
-	go func() {
+	submitted := s.pool.submit(func() {
 		defer s.wg.Done()
+		s.busy.Add(1)
 		defer s.busy.Add(-1)
 		resp := s.handler.Reply(conn, req)
 		if req.TwoWay && resp != nil {
@@ -547,7 +540,14 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 				conn.Send(&Response{ID: req.ID, Status: StatusBadResponse, ErrMsg: err.Error()})
 			}
 		}
-	}()
+	})
+	if !submitted {
+		s.wg.Done()
+		if req.TwoWay {
+			conn.Send(&Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
+				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
+		}
+	}
 }
 
 // Close stops accepting, waits up to wait for calls in flight, then closes
@@ -573,5 +573,7 @@ func (s *ExchangeServer) Close(wait time.Duration) error {
 	for _, c := range s.srv.Channels() {
 		c.CloseGracefully(100 * time.Millisecond)
 	}
-	return s.srv.Close()
+	err := s.srv.Close()
+	s.pool.close()
+	return err
 }

@@ -18,7 +18,9 @@ import (
 	"strings"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/apps/examples/echo/echoservice"
 	"github.com/weftrpc/weft/apps/examples/quickstart/greeter"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 )
 
 func main() {
@@ -28,6 +30,8 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage:
   weft run -c FILE [-c FILE...]   compose the App the config files describe and run it
+  weft invoke URL METHOD '[ARGS]'  make one generic call to a Dubbo provider, print the result as JSON
+  weft bench [flags] [URL]        load a Dubbo echo endpoint: qps and latency percentiles
   weft version                    print weft's version`)
 }
 
@@ -57,7 +61,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "weft run: give at least one config file with -c")
 			return 2
 		}
-		app, err := weft.New(weft.WithConfig(weft.ConfigFiles(cfg...)...), builtinServices())
+		app, err := weft.New(append(builtinServices(), weft.WithConfig(weft.ConfigFiles(cfg...)...))...)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -67,6 +71,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "invoke":
+		return invoke(args[1:], stdout, stderr)
+	case "bench":
+		return bench(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return 0
@@ -79,6 +87,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 
 // builtinServices registers the implementations this binary carries, by the
 // names a config's `ref` uses.
-func builtinServices() weft.Option {
-	return weft.WithService("greeter", greeter.Greeter{})
+func builtinServices() []weft.Option {
+	hessian2.RegisterPOJO(&echoservice.User{})
+	return []weft.Option{
+		weft.WithService("greeter", greeter.Greeter{}),
+		weft.WithService("echo", &echoservice.Service{}),
+	}
 }

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/dubbo"
+	"github.com/weftrpc/weft/proxy"
+)
+
+// invoke makes one generic call and prints its result as JSON.
+func invoke(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", 3*time.Second, "call timeout")
+	types := fs.String("types", "", "comma-separated Java parameter types (default: inferred from the JSON arguments)")
+	group := fs.String("group", "", "service group")
+	version := fs.String("version", "", "service version")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: weft invoke [flags] dubbo://HOST:PORT/INTERFACE METHOD '[JSON ARGS]'`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 2 || fs.NArg() > 3 {
+		fs.Usage()
+		return 2
+	}
+	u, err := kernel.ParseURL(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if u.Path == "" {
+		fmt.Fprintln(stderr, "weft invoke: the URL needs the interface as its path: dubbo://127.0.0.1:20880/org.example.Greeter")
+		return 2
+	}
+	var callArgs []any
+	if fs.NArg() == 3 {
+		d := json.NewDecoder(strings.NewReader(fs.Arg(2)))
+		d.UseNumber()
+		if err := d.Decode(&callArgs); err != nil {
+			fmt.Fprintf(stderr, "weft invoke: arguments must be a JSON array: %v\n", err)
+			return 2
+		}
+	}
+	for i := range callArgs {
+		callArgs[i] = fromJSON(callArgs[i])
+	}
+	var typeList []string
+	if *types != "" {
+		typeList = strings.Split(*types, ",")
+	} else {
+		for _, a := range callArgs {
+			typeList = append(typeList, javaType(a))
+		}
+	}
+	params := map[string]string{kernel.KeyInterface: u.Path}
+	if *group != "" {
+		params[kernel.KeyGroup] = *group
+	}
+	if *version != "" {
+		params[kernel.KeyVersion] = *version
+	}
+	params[kernel.KeyTimeout] = fmt.Sprint(timeout.Milliseconds())
+	u = u.WithParams(params)
+	p := dubbo.New(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	defer p.Destroy()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	iv, err := p.Refer(ctx, u)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer iv.Destroy()
+	res, err := proxy.NewGenericClient(func() (kernel.Invoker, error) { return iv, nil }).GenericInvoke(ctx, fs.Arg(1), typeList, callArgs)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	out, err := json.Marshal(jsonable(res))
+	if err != nil {
+		fmt.Fprintf(stderr, "weft invoke: result %T is not printable as JSON: %v\n", res, err)
+		return 1
+	}
+	var pretty bytes.Buffer
+	json.Indent(&pretty, out, "", "  ")
+	fmt.Fprintln(stdout, pretty.String())
+	return 0
+}
+
+func fromJSON(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = fromJSON(x[i])
+		}
+		return x
+	case map[string]any:
+		for k := range x {
+			x[k] = fromJSON(x[k])
+		}
+		return x
+	}
+	return v
+}
+
+// javaType infers the Java parameter type of a JSON argument.
+func javaType(v any) string {
+	switch x := v.(type) {
+	case string:
+		return "java.lang.String"
+	case int64:
+		return "long"
+	case float64:
+		return "double"
+	case bool:
+		return "boolean"
+	case []any:
+		return "java.util.List"
+	case map[string]any:
+		if c, ok := x["class"].(string); ok {
+			return c
+		}
+		return "java.util.Map"
+	}
+	return "java.lang.Object"
+}
+
+// jsonable turns maps with non-string keys into ones encoding/json accepts.
+func jsonable(v any) any {
+	switch x := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, val := range x {
+			m[fmt.Sprint(k)] = jsonable(val)
+		}
+		return m
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, val := range x {
+			m[k] = jsonable(val)
+		}
+		return m
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = jsonable(x[i])
+		}
+		return out
+	}
+	return v
+}

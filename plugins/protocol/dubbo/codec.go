@@ -1,0 +1,368 @@
+package dubbo
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// Header layout and flags of the Dubbo protocol.
+const (
+	HeaderLength = 16
+	Magic        = 0xdabb
+
+	FlagRequest = 0x80
+	FlagTwoWay  = 0x40
+	FlagEvent   = 0x20
+	serialMask  = 0x1f
+
+	// DubboVersion is the protocol version a consumer announces.
+	DubboVersion = "2.0.2"
+
+	// DefaultPayload is Dubbo's default frame body limit, 8 MiB.
+	DefaultPayload = 8 << 20
+)
+
+// Response body flags (the first value of an OK response's body).
+const (
+	ResponseWithException                int32 = 0
+	ResponseValue                        int32 = 1
+	ResponseNullValue                    int32 = 2
+	ResponseWithExceptionWithAttachments int32 = 3
+	ResponseValueWithAttachments         int32 = 4
+	ResponseNullValueWithAttachments     int32 = 5
+)
+
+// RPCRequest is the body of a call: Dubbo's RpcInvocation on the wire.
+type RPCRequest struct {
+	DubboVersion string
+	Path         string
+	Version      string
+	Method       string
+	// ParamTypes is the JVM descriptor of the arguments, "Ljava/lang/String;J".
+	ParamTypes  string
+	Args        []any
+	Attachments map[string]any
+}
+
+// RPCResult is the body of an OK response.
+type RPCResult struct {
+	Value any
+	// Exception is a business error raised by the provider.
+	Exception error
+	// Attachments travel back when the consumer announced a DubboVersion
+	// that supports them (2.0.2 and later).
+	Attachments map[string]any
+	// WithAttachments selects response flags 3/4/5 instead of 0/1/2.
+	WithAttachments bool
+}
+
+// Codec frames netty.Request and netty.Response values as Dubbo frames with a
+// hessian2 body. Payload bounds the body on both encode and decode; a frame
+// over it fails that one call and leaves the connection open.
+type Codec struct {
+	ser     *hessian2.Serialization
+	payload int
+}
+
+// NewCodec returns a codec whose bodies are limited to payload bytes
+// (DefaultPayload when payload <= 0).
+func NewCodec(payload int) *Codec {
+	if payload <= 0 {
+		payload = DefaultPayload
+	}
+	return &Codec{ser: hessian2.New(), payload: payload}
+}
+
+var _ extension.Codec = (*Codec)(nil)
+
+// ErrPayload is wrapped by errors about frames over the payload limit.
+var ErrPayload = errors.New("payload limit exceeded")
+
+// Encode appends msg's frame to dst.
+func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, HeaderLength)...)
+	h := dst[start : start+HeaderLength]
+	binary.BigEndian.PutUint16(h, Magic)
+	var err error
+	switch m := msg.(type) {
+	case *netty.Request:
+		flag := byte(FlagRequest) | hessian2.ID
+		if m.TwoWay {
+			flag |= FlagTwoWay
+		}
+		if m.Event {
+			flag |= FlagEvent
+		}
+		h[2] = flag
+		binary.BigEndian.PutUint64(h[4:], m.ID)
+		switch d := m.Data.(type) {
+		case nil:
+			dst = append(dst, 'N')
+		case *RPCRequest:
+			dst, err = c.encodeRequestBody(dst, d)
+		default:
+			return dst[:start], fmt.Errorf("weft: dubbo codec: cannot encode request data %T", m.Data)
+		}
+	case *netty.Response:
+		flag := byte(hessian2.ID)
+		if m.Event {
+			flag |= FlagEvent
+		}
+		h[2] = flag
+		h[3] = m.Status
+		binary.BigEndian.PutUint64(h[4:], m.ID)
+		switch {
+		case m.Event:
+			dst = append(dst, 'N')
+		case m.Status != netty.StatusOK:
+			dst, err = c.ser.Marshal(dst, m.ErrMsg)
+		default:
+			res, _ := m.Data.(*RPCResult)
+			if res == nil {
+				res = &RPCResult{}
+			}
+			dst, err = c.encodeResult(dst, res)
+		}
+	default:
+		return dst[:start], fmt.Errorf("weft: dubbo codec: cannot encode %T", msg)
+	}
+	if err != nil {
+		return dst[:start], kernel.Wrap(kernel.CodeSerialization, err, "encode dubbo frame")
+	}
+	n := len(dst) - start - HeaderLength
+	if n > c.payload {
+		return dst[:start], kernel.Wrap(kernel.CodeSerialization, ErrPayload,
+			"frame body of %d bytes exceeds the payload limit of %d bytes; send less or raise `payload` on both sides", n, c.payload)
+	}
+	binary.BigEndian.PutUint32(dst[start+12:], uint32(n))
+	return dst, nil
+}
+
+func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
+	vals := make([]any, 0, 6+len(r.Args))
+	v := r.DubboVersion
+	if v == "" {
+		v = DubboVersion
+	}
+	desc := r.ParamTypes
+	if desc == "" && len(r.Args) > 0 {
+		desc = hessian2.Descriptor(r.Args)
+	}
+	att := r.Attachments
+	if att == nil {
+		att = map[string]any{}
+	}
+	vals = append(vals, v, r.Path, r.Version, r.Method, desc)
+	vals = append(vals, r.Args...)
+	vals = append(vals, att)
+	return c.ser.Marshal(dst, vals...)
+}
+
+func (c *Codec) encodeResult(dst []byte, r *RPCResult) ([]byte, error) {
+	att := r.Attachments
+	if r.WithAttachments && att == nil {
+		att = map[string]any{}
+	}
+	switch {
+	case r.Exception != nil:
+		flag := ResponseWithException
+		if r.WithAttachments {
+			return c.ser.Marshal(dst, ResponseWithExceptionWithAttachments, hessian2.ExceptionValue(r.Exception), att)
+		}
+		return c.ser.Marshal(dst, flag, hessian2.ExceptionValue(r.Exception))
+	case r.Value == nil:
+		if r.WithAttachments {
+			return c.ser.Marshal(dst, ResponseNullValueWithAttachments, att)
+		}
+		return c.ser.Marshal(dst, ResponseNullValue)
+	default:
+		if r.WithAttachments {
+			return c.ser.Marshal(dst, ResponseValueWithAttachments, r.Value, att)
+		}
+		return c.ser.Marshal(dst, ResponseValue, r.Value)
+	}
+}
+
+// Decode reads one frame from the front of src.
+func (c *Codec) Decode(src []byte) (any, int, error) {
+	if len(src) < HeaderLength {
+		if len(src) >= 2 && binary.BigEndian.Uint16(src) != Magic {
+			return nil, 0, fmt.Errorf("weft: dubbo codec: bad magic 0x%04x, not a Dubbo peer", binary.BigEndian.Uint16(src))
+		}
+		return nil, 0, nil
+	}
+	if m := binary.BigEndian.Uint16(src); m != Magic {
+		return nil, 0, fmt.Errorf("weft: dubbo codec: bad magic 0x%04x, not a Dubbo peer", m)
+	}
+	flag, status := src[2], src[3]
+	id := binary.BigEndian.Uint64(src[4:])
+	bodyLen := int(binary.BigEndian.Uint32(src[12:]))
+	isReq := flag&FlagRequest != 0
+	if bodyLen < 0 || bodyLen > c.payload {
+		err := fmt.Errorf("weft: dubbo frame %d: body of %d bytes exceeds the payload limit of %d bytes; send less or raise `payload` on both sides: %w",
+			id, uint32(bodyLen), c.payload, ErrPayload)
+		var msg any
+		if isReq {
+			msg = &netty.Request{ID: id, TwoWay: flag&FlagTwoWay != 0, Event: flag&FlagEvent != 0, Broken: err}
+		} else {
+			msg = &netty.Response{ID: id, Status: netty.StatusBadResponse, ErrMsg: err.Error()}
+		}
+		return nil, 0, &netty.FrameError{Msg: msg, Skip: HeaderLength + int(uint32(bodyLen)), Err: err}
+	}
+	total := HeaderLength + bodyLen
+	if len(src) < total {
+		return nil, 0, nil
+	}
+	body := src[HeaderLength:total]
+	ser := flag & serialMask
+	if isReq {
+		req := &netty.Request{ID: id, TwoWay: flag&FlagTwoWay != 0, Event: flag&FlagEvent != 0}
+		switch {
+		case req.Event:
+		case ser != hessian2.ID:
+			req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not supported (hessian2 = %d)", id, ser, hessian2.ID)
+		default:
+			r, err := c.decodeRequestBody(body)
+			if err != nil {
+				req.Broken = fmt.Errorf("weft: dubbo request %d: %w", id, err)
+			} else {
+				req.Data = r
+			}
+		}
+		return req, total, nil
+	}
+	resp := &netty.Response{ID: id, Status: status, Event: flag&FlagEvent != 0}
+	switch {
+	case resp.Event:
+	case ser != hessian2.ID:
+		resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: serialization id %d is not supported", id, ser)
+	case status != netty.StatusOK:
+		v, err := c.ser.NewDecoder(body).Decode()
+		if s, ok := v.(string); ok && err == nil {
+			resp.ErrMsg = s
+		} else {
+			resp.ErrMsg = fmt.Sprintf("status %d with an undecodable message", status)
+		}
+	default:
+		r, err := c.decodeResult(body)
+		if err != nil {
+			resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
+		} else {
+			resp.Data = r
+		}
+	}
+	return resp, total, nil
+}
+
+func (c *Codec) decodeRequestBody(body []byte) (*RPCRequest, error) {
+	d := c.ser.NewDecoder(body)
+	var strs [5]string
+	for i := range strs {
+		v, err := d.Decode()
+		if err != nil {
+			return nil, fmt.Errorf("decode header field %d: %w", i, err)
+		}
+		if v != nil {
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("header field %d is %T, want a string", i, v)
+			}
+			strs[i] = s
+		}
+	}
+	r := &RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4]}
+	n, err := hessian2.CountArgs(r.ParamTypes)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		r.Args = make([]any, n)
+		for i := range r.Args {
+			if r.Args[i], err = d.Decode(); err != nil {
+				return nil, fmt.Errorf("decode argument %d of %s: %w", i, r.Method, err)
+			}
+		}
+	}
+	att, err := d.Decode()
+	if err != nil {
+		// Dubbo before 2.0.2 could omit attachments.
+		return r, nil
+	}
+	r.Attachments = toStringMap(att)
+	return r, nil
+}
+
+func (c *Codec) decodeResult(body []byte) (*RPCResult, error) {
+	d := c.ser.NewDecoder(body)
+	fv, err := d.Decode()
+	if err != nil {
+		return nil, fmt.Errorf("decode response flag: %w", err)
+	}
+	var flag int32
+	switch f := fv.(type) {
+	case int32:
+		flag = f
+	case int64:
+		flag = int32(f)
+	case int:
+		flag = int32(f)
+	default:
+		return nil, fmt.Errorf("response flag is %T, want an int", fv)
+	}
+	r := &RPCResult{}
+	switch flag {
+	case ResponseWithException, ResponseWithExceptionWithAttachments:
+		v, err := d.Decode()
+		if err != nil {
+			return nil, fmt.Errorf("decode exception: %w", err)
+		}
+		r.Exception = hessian2.ExceptionError(v)
+	case ResponseValue, ResponseValueWithAttachments:
+		if r.Value, err = d.Decode(); err != nil {
+			return nil, fmt.Errorf("decode value: %w", err)
+		}
+	case ResponseNullValue, ResponseNullValueWithAttachments:
+	default:
+		return nil, fmt.Errorf("unknown response flag %d", flag)
+	}
+	if flag >= ResponseWithExceptionWithAttachments {
+		r.WithAttachments = true
+		att, err := d.Decode()
+		if err != nil {
+			return nil, fmt.Errorf("decode attachments: %w", err)
+		}
+		r.Attachments = toStringMap(att)
+	}
+	return r, nil
+}
+
+func toStringMap(v any) map[string]any {
+	switch m := v.(type) {
+	case map[string]any:
+		return m
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, val := range m {
+			if s, ok := k.(string); ok {
+				out[s] = val
+			} else {
+				out[fmt.Sprint(k)] = val
+			}
+		}
+		return out
+	case map[string]string:
+		out := make(map[string]any, len(m))
+		for k, val := range m {
+			out[k] = val
+		}
+		return out
+	}
+	return nil
+}

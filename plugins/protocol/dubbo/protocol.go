@@ -1,0 +1,428 @@
+// Package dubbo is the Dubbo protocol: Dubbo's 16-byte header and hessian2
+// bodies over the netty transport, wire-compatible with Apache Dubbo and
+// dubbo-go.
+//
+// A provider address (host:port) has one server however many services it
+// exports; requests find their exporter by group/interface:version. A
+// consumer shares one connection per provider address by default; a
+// reference's `connections=N` gives it N connections of its own.
+package dubbo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// Name is the protocol's extension name.
+const Name = "dubbo"
+
+// DefaultPort is Dubbo's default port.
+const DefaultPort = 20880
+
+// URL parameters this protocol reads.
+const (
+	KeyConnections = "connections"
+	KeyHeartbeat   = "heartbeat"
+	KeyReconnect   = "reconnect"
+	// KeyReturn set to false on a method makes its calls one-way.
+	KeyReturn = "return"
+)
+
+// Protocol exports services on dubbo servers and refers dubbo providers.
+type Protocol struct {
+	t   *netty.Transporter
+	log *slog.Logger
+
+	mu      sync.Mutex
+	servers map[string]*server
+	clients map[string]*sharedClient
+}
+
+// New returns the protocol, logging to log.
+func New(log *slog.Logger) *Protocol {
+	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
+}
+
+var _ extension.Protocol = (*Protocol)(nil)
+
+type server struct {
+	es        *netty.ExchangeServer
+	codec     *Codec
+	exporters atomic.Pointer[map[string]*exporter]
+	mu        sync.Mutex
+}
+
+func (s *server) lookup(key string) *exporter { return (*s.exporters.Load())[key] }
+
+func (s *server) keys() []string {
+	m := *s.exporters.Load()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+type exporter struct {
+	s       *server
+	key     string
+	invoker kernel.Invoker
+	once    sync.Once
+	p       *Protocol
+	addr    string
+}
+
+func (e *exporter) Invoker() kernel.Invoker { return e.invoker }
+
+func (e *exporter) Unexport() {
+	e.once.Do(func() {
+		e.s.mu.Lock()
+		old := *e.s.exporters.Load()
+		m := make(map[string]*exporter, len(old))
+		for k, v := range old {
+			if v != e {
+				m[k] = v
+			}
+		}
+		e.s.exporters.Store(&m)
+		empty := len(m) == 0
+		e.s.mu.Unlock()
+		if empty {
+			e.p.mu.Lock()
+			if e.p.servers[e.addr] == e.s {
+				delete(e.p.servers, e.addr)
+			}
+			e.p.mu.Unlock()
+			e.s.es.Close(5 * time.Second)
+		}
+	})
+}
+
+// Export serves invoker on its URL's host:port, opening the server on first
+// use. Port 0 picks a free port; the exporter's invoker URL then carries the
+// real one.
+func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.Exporter, error) {
+	u := invoker.URL()
+	addr := u.Address()
+	if u.Port == 0 {
+		addr = u.Host + ":0"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[addr]
+	if s == nil {
+		s = &server{codec: NewCodec(int(u.ParamInt(kernel.KeyPayload, DefaultPayload)))}
+		empty := map[string]*exporter{}
+		s.exporters.Store(&empty)
+		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
+			netty.ServerOptions{
+				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
+				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
+			})
+		if err != nil {
+			return nil, err
+		}
+		s.es = es
+		if u.Port == 0 {
+			addr = es.Addr()
+		}
+		p.servers[addr] = s
+	}
+	key := u.ServiceKey()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.exporters.Load()
+	if _, dup := old[key]; dup {
+		return nil, kernel.Errorf(kernel.CodeUnknown, "service %s is already exported on %s", key, addr)
+	}
+	m := make(map[string]*exporter, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
+	m[key] = e
+	s.exporters.Store(&m)
+	return e, nil
+}
+
+// BoundAddr returns the address a server for addr actually listens on, for
+// exports on port 0.
+func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
+
+// Destroy closes every server and client.
+func (p *Protocol) Destroy() {
+	p.mu.Lock()
+	servers := p.servers
+	clients := p.clients
+	p.servers = map[string]*server{}
+	p.clients = map[string]*sharedClient{}
+	p.mu.Unlock()
+	for _, s := range servers {
+		s.es.Close(5 * time.Second)
+	}
+	for _, c := range clients {
+		c.c.Close()
+	}
+}
+
+// handler serves one server's requests.
+type handler struct {
+	s   *server
+	log *slog.Logger
+}
+
+func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
+	r, ok := req.Data.(*RPCRequest)
+	if !ok {
+		return &netty.Response{Status: netty.StatusBadRequest, ErrMsg: fmt.Sprintf("request body is %T, not a Dubbo invocation", req.Data)}
+	}
+	iface := r.Path
+	if s, ok := r.Attachments[kernel.KeyInterface].(string); ok && s != "" {
+		iface = s
+	}
+	group, _ := r.Attachments[kernel.KeyGroup].(string)
+	version := r.Version
+	if version == "" || version == "0.0.0" {
+		version, _ = r.Attachments[kernel.KeyVersion].(string)
+		if version == "0.0.0" {
+			version = ""
+		}
+	}
+	key := kernel.ServiceKey(iface, group, version)
+	e := h.s.lookup(key)
+	if e == nil {
+		return &netty.Response{Status: netty.StatusServiceNotFound,
+			ErrMsg: fmt.Sprintf("service %s not found on %s (exported here: %s); check interface, group and version",
+				key, h.s.es.Addr(), strings.Join(h.s.keys(), ", "))}
+	}
+	inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddr().String()}
+	inv.SetAttachments(r.Attachments)
+	ctx := context.Background()
+	if ms := timeoutOf(r.Attachments); ms > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+		defer cancel()
+	}
+	res, err := e.invoker.Invoke(ctx, inv)
+	out := &RPCResult{WithAttachments: supportsResponseAttachments(r.DubboVersion), Attachments: res.Attachments}
+	if err != nil {
+		if !kernel.IsBiz(err) {
+			return frameworkResponse(err)
+		}
+		out.Exception = err
+	} else {
+		out.Value = res.Value
+	}
+	return &netty.Response{Status: netty.StatusOK, Data: out}
+}
+
+// frameworkResponse answers a failure of the framework with Dubbo's status.
+func frameworkResponse(err error) *netty.Response {
+	var ke *kernel.Error
+	status := netty.StatusServiceError
+	if errors.As(err, &ke) {
+		switch ke.Code {
+		case kernel.CodeTimeout:
+			status = netty.StatusServerTimeout
+		case kernel.CodeServiceNotFound:
+			status = netty.StatusServiceNotFound
+		case kernel.CodeSerialization:
+			status = netty.StatusBadRequest
+		case kernel.CodeLimitExceeded:
+			status = netty.StatusServerThreadpoolExhausted
+		}
+	}
+	return &netty.Response{Status: status, ErrMsg: err.Error()}
+}
+
+func timeoutOf(att map[string]any) int64 {
+	switch v := att[kernel.KeyTimeout].(type) {
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case int:
+		return int64(v)
+	}
+	return 0
+}
+
+// supportsResponseAttachments: Dubbo 2.0.2 and later read attachments on
+// responses (Dubbo's Version.isSupportResponseAttachment).
+func supportsResponseAttachments(v string) bool {
+	if v == "" {
+		return false
+	}
+	parts := strings.SplitN(v, ".", 4)
+	nums := [3]int{}
+	for i := 0; i < len(parts) && i < 3; i++ {
+		nums[i], _ = strconv.Atoi(strings.TrimFunc(parts[i], func(r rune) bool { return r < '0' || r > '9' }))
+	}
+	n := nums[0]*10000 + nums[1]*100 + nums[2]
+	return n >= 20002 && n < 20100 || n >= 20700 || nums[0] >= 3
+}
+
+type sharedClient struct {
+	c    *netty.ExchangeClient
+	refs int
+}
+
+// Refer connects to the provider url describes (sharing the connection of
+// its address unless `connections` asks for dedicated ones).
+func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, error) {
+	opt := netty.ClientOptions{
+		Heartbeat: time.Duration(url.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
+		Reconnect: time.Duration(url.ParamInt(KeyReconnect, int64(netty.DefaultReconnect/time.Millisecond))) * time.Millisecond,
+	}
+	codec := NewCodec(int(url.ParamInt(kernel.KeyPayload, DefaultPayload)))
+	iv := &invoker{p: p, url: url, version: url.Param(kernel.KeyVersion)}
+	iv.attachments = map[string]any{
+		kernel.KeyPath:      url.Path,
+		kernel.KeyInterface: url.Interface(),
+	}
+	if v := url.Param(kernel.KeyVersion); v != "" {
+		iv.attachments[kernel.KeyVersion] = v
+	}
+	if g := url.Param(kernel.KeyGroup); g != "" {
+		iv.attachments[kernel.KeyGroup] = g
+	}
+	if n := url.ParamInt(KeyConnections, 0); n > 0 {
+		for range n {
+			iv.clients = append(iv.clients, netty.NewExchangeClient(p.t, url, codec, opt))
+		}
+		iv.owned = true
+		return iv, nil
+	}
+	addr := url.Address()
+	p.mu.Lock()
+	sc := p.clients[addr]
+	if sc == nil || sc.c == nil {
+		sc = &sharedClient{c: netty.NewExchangeClient(p.t, url, codec, opt)}
+		p.clients[addr] = sc
+	}
+	sc.refs++
+	p.mu.Unlock()
+	iv.clients = []*netty.ExchangeClient{sc.c}
+	return iv, nil
+}
+
+func (p *Protocol) release(addr string, c *netty.ExchangeClient) {
+	p.mu.Lock()
+	sc := p.clients[addr]
+	last := false
+	if sc != nil && sc.c == c {
+		sc.refs--
+		if sc.refs <= 0 {
+			delete(p.clients, addr)
+			last = true
+		}
+	}
+	p.mu.Unlock()
+	if last {
+		c.Close()
+	}
+}
+
+type invoker struct {
+	p           *Protocol
+	url         *kernel.URL
+	version     string
+	attachments map[string]any // sent with every call: path, interface, version, group
+	clients     []*netty.ExchangeClient
+	owned       bool
+	next        atomic.Uint32
+	destroyed   atomic.Bool
+}
+
+func (iv *invoker) URL() *kernel.URL { return iv.url }
+
+func (iv *invoker) IsAvailable() bool {
+	if iv.destroyed.Load() {
+		return false
+	}
+	for _, c := range iv.clients {
+		if c.IsAvailable() {
+			return true
+		}
+	}
+	return false
+}
+
+func (iv *invoker) Destroy() {
+	if iv.destroyed.Swap(true) {
+		return
+	}
+	for _, c := range iv.clients {
+		if iv.owned {
+			c.Close()
+		} else {
+			iv.p.release(iv.url.Address(), c)
+		}
+	}
+}
+
+// Clients exposes the exchange clients, for tests and diagnostics.
+func (iv *invoker) Clients() []*netty.ExchangeClient { return iv.clients }
+
+func (iv *invoker) client() *netty.ExchangeClient {
+	if len(iv.clients) == 1 {
+		return iv.clients[0]
+	}
+	return iv.clients[int(iv.next.Add(1))%len(iv.clients)]
+}
+
+func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
+	if iv.destroyed.Load() {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeNetwork, "invoker of %s at %s is destroyed", iv.url.ServiceKey(), iv.url.Address())
+	}
+	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
+	att := make(map[string]any, len(iv.attachments)+len(inv.Attachments())+1)
+	for k, v := range inv.Attachments() {
+		att[k] = v
+	}
+	for k, v := range iv.attachments {
+		att[k] = v
+	}
+	remaining := timeout
+	if dl, ok := ctx.Deadline(); ok {
+		remaining = time.Until(dl)
+	}
+	att[kernel.KeyTimeout] = strconv.FormatInt(max(remaining.Milliseconds(), 1), 10)
+	req := &RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
+		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: att}
+	c := iv.client()
+	if !iv.url.MethodParamBool(inv.Method, KeyReturn, true) {
+		return kernel.Result{}, c.Oneway(req)
+	}
+	resp, err := c.Request(ctx, req, timeout)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	if resp.Status != netty.StatusOK {
+		return kernel.Result{}, netty.StatusError(resp.Status, resp.ErrMsg)
+	}
+	r, _ := resp.Data.(*RPCResult)
+	if r == nil {
+		return kernel.Result{}, nil
+	}
+	if r.Exception != nil {
+		return kernel.Result{Attachments: r.Attachments}, kernel.BizError(r.Exception)
+	}
+	return kernel.Result{Value: r.Value, Attachments: r.Attachments}, nil
+}

@@ -1,0 +1,955 @@
+package hessian2
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	hessian "github.com/apache/dubbo-go-hessian2"
+)
+
+// MaxDepth is how deeply lists, maps and objects (and the class definitions
+// that precede objects) may nest in decoded data. Java's own stack gives out
+// long before it; the limit keeps hostile input from exhausting Go's stack,
+// which, unlike most failures, cannot be recovered.
+const MaxDepth = 1000
+
+// errUnsupported makes the fast decoder hand the value to the library. It
+// never reaches a caller.
+var errUnsupported = errors.New("hessian2: value needs the library decoder")
+
+// Decoder reads the values of one Hessian stream in order: itself for the fast
+// types, through the library from the first value that needs it on.
+type Decoder struct {
+	data  []byte
+	pos   int
+	n     int      // top-level values consumed so far
+	refs  int      // lists and maps so far: entries of the library's reference table
+	types []string // type names so far, in the library's type-reference order
+	slab  []string // backing store of boxed strings, see box
+	lib   *libDecoder
+	err   error
+}
+
+// NewDecoder returns a decoder of the values in data. data must not change
+// while the decoder is in use; decoded values never alias it.
+func NewDecoder(data []byte) *Decoder { return &Decoder{data: data} }
+
+// Decode returns the next value, with the types the library would return (see
+// the package documentation), and io.EOF after the last. A 'Z' end marker at
+// the top level also reads as io.EOF, as it does with the library. Any other
+// error is final: later calls return it again.
+func (d *Decoder) Decode() (any, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.lib != nil {
+		return d.lib.decode()
+	}
+	if d.pos >= len(d.data) {
+		return nil, io.EOF
+	}
+	if d.data[d.pos] == tagEnd {
+		d.pos++
+		d.n++
+		return nil, io.EOF
+	}
+	start, refs, types := d.pos, d.refs, len(d.types)
+	v, err := d.value(0)
+	if err == nil {
+		d.n++
+		return v, nil
+	}
+	if err != errUnsupported {
+		d.err = err
+		return nil, err
+	}
+	// The library takes over. It can start at this value unless earlier ones
+	// defined references or type names that this one may use.
+	from, skip := start, 0
+	if refs > 0 || types > 0 {
+		from, skip = 0, d.n
+	}
+	d.lib, err = newLibDecoder(d.data, from, skip)
+	if err != nil {
+		d.err = err
+		return nil, err
+	}
+	return d.lib.decode()
+}
+
+func errAt(off int, format string, args ...any) error {
+	return fmt.Errorf("hessian2: "+format+" (offset %d)", append(args, off)...)
+}
+
+func (d *Decoder) truncated(what string) error {
+	return errAt(d.pos, "data ends inside %s", what)
+}
+
+// value decodes the value at d.pos, or returns errUnsupported.
+func (d *Decoder) value(depth int) (any, error) {
+	if d.pos >= len(d.data) {
+		return nil, d.truncated("a container: a value is missing")
+	}
+	tag := d.data[d.pos]
+	switch {
+	case tag < 0x20 || tag >= 0x30 && tag <= 0x33 || tag == tagString || tag == tagStringChunk:
+		s, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		return d.box(s), nil
+	case tag >= 0x80 && tag <= 0xd7 || tag == tagInt:
+		i, err := d.int32(false)
+		if err != nil {
+			return nil, err
+		}
+		return i, nil
+	case tag >= 0xd8 || tag >= 0x38 && tag <= 0x3f || tag == tagLongInt || tag == tagLong:
+		return d.int64()
+	case tag == tagNull:
+		d.pos++
+		return nil, nil
+	case tag == tagTrue:
+		d.pos++
+		return true, nil
+	case tag == tagFalse:
+		d.pos++
+		return false, nil
+	case tag >= tagDoubleZero && tag <= tagDoubleMill || tag == tagDouble:
+		return d.double()
+	case tag >= 0x20 && tag <= 0x2f || tag >= 0x34 && tag <= 0x37 || tag == tagBinary || tag == tagBinaryChunk:
+		return d.binary()
+	case tag == tagDate || tag == tagDateMinute:
+		return d.date()
+	case tag == tagUListVar || tag == tagUListFixed || tag >= 0x78 && tag <= 0x7f:
+		return d.untypedList(depth)
+	case tag == tagListVar || tag == tagListFixed || tag >= 0x70 && tag <= 0x77:
+		return d.typedList(depth)
+	case tag == tagUMap || tag == tagMap:
+		return d.mapValue(depth)
+	case tag == tagClassDef || tag == tagObject || tag >= 0x60 && tag <= 0x6f || tag == tagRef:
+		return nil, errUnsupported
+	case tag == tagEnd:
+		return nil, errAt(d.pos, "unexpected end marker 'Z'")
+	}
+	return nil, errAt(d.pos, "invalid tag 0x%02x", tag)
+}
+
+// need makes sure n bytes remain at d.pos.
+func (d *Decoder) need(n int, what string) error {
+	if len(d.data)-d.pos < n {
+		return d.truncated(what)
+	}
+	return nil
+}
+
+// int32 decodes an int in any of its forms; with null, 'N' reads as 0, as
+// it does where the library reads a length or a class index.
+func (d *Decoder) int32(null bool) (int32, error) {
+	if err := d.need(1, "an int"); err != nil {
+		return 0, err
+	}
+	b := d.data[d.pos:]
+	switch tag := b[0]; {
+	case tag >= 0x80 && tag <= 0xbf:
+		d.pos++
+		return int32(tag) - 0x90, nil
+	case tag >= 0xc0 && tag <= 0xcf:
+		if err := d.need(2, "an int"); err != nil {
+			return 0, err
+		}
+		d.pos += 2
+		return (int32(tag)-0xc8)<<8 + int32(b[1]), nil
+	case tag >= 0xd0 && tag <= 0xd7:
+		if err := d.need(3, "an int"); err != nil {
+			return 0, err
+		}
+		d.pos += 3
+		return (int32(tag)-0xd4)<<16 + int32(b[1])<<8 + int32(b[2]), nil
+	case tag == tagInt:
+		if err := d.need(5, "an int"); err != nil {
+			return 0, err
+		}
+		d.pos += 5
+		return int32(binary.BigEndian.Uint32(b[1:])), nil
+	case tag == tagNull && null:
+		d.pos++
+		return 0, nil
+	default:
+		return 0, errAt(d.pos, "expected an int, found tag 0x%02x", tag)
+	}
+}
+
+func (d *Decoder) int64() (any, error) {
+	b := d.data[d.pos:]
+	var v int64
+	switch tag := b[0]; {
+	case tag >= 0xd8 && tag <= 0xef:
+		d.pos++
+		return int64(tag) - 0xe0, nil
+	case tag >= 0xf0:
+		if err := d.need(2, "a long"); err != nil {
+			return nil, err
+		}
+		v = (int64(tag)-0xf8)<<8 + int64(b[1])
+		d.pos += 2
+	case tag >= 0x38 && tag <= 0x3f:
+		if err := d.need(3, "a long"); err != nil {
+			return nil, err
+		}
+		v = (int64(tag)-0x3c)<<16 + int64(b[1])<<8 + int64(b[2])
+		d.pos += 3
+	case tag == tagLongInt:
+		if err := d.need(5, "a long"); err != nil {
+			return nil, err
+		}
+		v = int64(int32(binary.BigEndian.Uint32(b[1:])))
+		d.pos += 5
+	default: // 'L'
+		if err := d.need(9, "a long"); err != nil {
+			return nil, err
+		}
+		v = int64(binary.BigEndian.Uint64(b[1:]))
+		d.pos += 9
+	}
+	return v, nil
+}
+
+func (d *Decoder) double() (any, error) {
+	b := d.data[d.pos:]
+	var v float64
+	switch b[0] {
+	case tagDoubleZero:
+		d.pos++
+		return 0.0, nil
+	case tagDoubleOne:
+		v, d.pos = 1, d.pos+1
+	case tagDoubleByte:
+		if err := d.need(2, "a double"); err != nil {
+			return nil, err
+		}
+		v, d.pos = float64(int8(b[1])), d.pos+2
+	case tagDoubleShort:
+		if err := d.need(3, "a double"); err != nil {
+			return nil, err
+		}
+		v, d.pos = float64(int16(binary.BigEndian.Uint16(b[1:]))), d.pos+3
+	case tagDoubleMill:
+		if err := d.need(5, "a double"); err != nil {
+			return nil, err
+		}
+		// The library divides; Java multiplies by 0.001, which can differ
+		// in the last bit. Decoding matches the library.
+		v, d.pos = float64(int32(binary.BigEndian.Uint32(b[1:])))/1000, d.pos+5
+	default: // 'D'
+		if err := d.need(9, "a double"); err != nil {
+			return nil, err
+		}
+		v, d.pos = math.Float64frombits(binary.BigEndian.Uint64(b[1:])), d.pos+9
+	}
+	return v, nil
+}
+
+func (d *Decoder) date() (any, error) {
+	b := d.data[d.pos:]
+	if b[0] == tagDate {
+		if err := d.need(9, "a date"); err != nil {
+			return nil, err
+		}
+		d.pos += 9
+		ms := int64(binary.BigEndian.Uint64(b[1:]))
+		return time.Unix(ms/1000, ms%1000*1e6), nil
+	}
+	if err := d.need(5, "a date"); err != nil {
+		return nil, err
+	}
+	d.pos += 5
+	return time.Unix(int64(int32(binary.BigEndian.Uint32(b[1:])))*60, 0), nil
+}
+
+// binaryHeader parses the binary chunk header at p.
+func binaryHeader(data []byte, p int) (n, hdr int, final bool, err error) {
+	if p >= len(data) {
+		return 0, 0, false, errAt(p, "data ends inside binary data")
+	}
+	switch tag := data[p]; {
+	case tag >= 0x20 && tag <= 0x2f:
+		return int(tag - 0x20), 1, true, nil
+	case tag >= 0x34 && tag <= 0x37:
+		if p+2 > len(data) {
+			return 0, 0, false, errAt(p, "data ends inside a binary header")
+		}
+		return int(tag-0x34)<<8 | int(data[p+1]), 2, true, nil
+	case tag == tagBinary || tag == tagBinaryChunk:
+		if p+3 > len(data) {
+			return 0, 0, false, errAt(p, "data ends inside a binary header")
+		}
+		return int(binary.BigEndian.Uint16(data[p+1:])), 3, tag == tagBinary, nil
+	default:
+		return 0, 0, false, errAt(p, "expected a binary chunk, found tag 0x%02x", tag)
+	}
+}
+
+// skipBinary checks the binary value at p and returns its end and length.
+func skipBinary(data []byte, p int) (end, total int, err error) {
+	for {
+		n, hdr, final, err := binaryHeader(data, p)
+		if err != nil {
+			return 0, 0, err
+		}
+		if n > len(data)-p-hdr {
+			return 0, 0, errAt(p, "binary chunk of %d bytes, only %d remain", n, len(data)-p-hdr)
+		}
+		p += hdr + n
+		total += n
+		if final {
+			return p, total, nil
+		}
+	}
+}
+
+func (d *Decoder) binary() (any, error) {
+	end, total, err := skipBinary(d.data, d.pos)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, total)
+	for o, p := 0, d.pos; o < total || p < end; {
+		n, hdr, _, _ := binaryHeader(d.data, p)
+		o += copy(out[o:], d.data[p+hdr:p+hdr+n])
+		p += hdr + n
+	}
+	d.pos = end
+	return out, nil
+}
+
+// stringHeader parses the string chunk header at p: the chunk's length in
+// UTF-16 units, the header's size, and whether it is the last chunk.
+func stringHeader(data []byte, p int) (units, hdr int, final bool, err error) {
+	if p >= len(data) {
+		return 0, 0, false, errAt(p, "data ends inside a string")
+	}
+	switch tag := data[p]; {
+	case tag <= 0x1f:
+		return int(tag), 1, true, nil
+	case tag >= 0x30 && tag <= 0x33:
+		if p+2 > len(data) {
+			return 0, 0, false, errAt(p, "data ends inside a string header")
+		}
+		return int(tag-0x30)<<8 | int(data[p+1]), 2, true, nil
+	case tag == tagString || tag == tagStringChunk:
+		if p+3 > len(data) {
+			return 0, 0, false, errAt(p, "data ends inside a string header")
+		}
+		return int(binary.BigEndian.Uint16(data[p+1:])), 3, tag == tagString, nil
+	default:
+		return 0, 0, false, errAt(p, "expected a string chunk, found tag 0x%02x", tag)
+	}
+}
+
+// scanChars walks a chunk of units UTF-16 units at p the way the library
+// reads it: one byte for ASCII, two for a 0xc0-0xdf lead, three for a
+// 0xe0-0xef lead, and six (two units) for a high surrogate and whatever three
+// bytes follow it, which become one UTF-8 rune (U+FFFD if invalid). It returns
+// the chunk's end, the length of its decoded text, and whether that text is
+// the chunk's bytes unchanged. Other lead bytes are errors, as in the library;
+// so is a high surrogate in a chunk's last unit, where the library reads past
+// the chunk (and may panic).
+func scanChars(data []byte, p, units int) (end, outLen int, plain bool, err error) {
+	if units > len(data)-p {
+		return 0, 0, false, errAt(p, "string chunk of %d characters, only %d bytes remain", units, len(data)-p)
+	}
+	start, extra := p, 0
+	plain = true
+	for units > 0 {
+		// ASCII, eight bytes at a time while they fit in the chunk.
+		for units >= 8 && p+8 <= len(data) && binary.LittleEndian.Uint64(data[p:])&0x8080808080808080 == 0 {
+			p += 8
+			units -= 8
+		}
+		if units == 0 {
+			break
+		}
+		if p >= len(data) {
+			return 0, 0, false, errAt(p, "data ends inside a string")
+		}
+		c := data[p]
+		switch {
+		case c < utf8.RuneSelf:
+			p++
+			units--
+		case c&0xe0 == 0xc0:
+			if p+2 > len(data) {
+				return 0, 0, false, errAt(p, "data ends inside a string")
+			}
+			p += 2
+			units--
+		case c&0xf0 == 0xe0:
+			if p+3 > len(data) {
+				return 0, 0, false, errAt(p, "data ends inside a string")
+			}
+			c1 := utf16Unit(data[p:])
+			if c1 < 0xd800 || c1 > 0xdbff {
+				p += 3
+				units--
+				continue
+			}
+			if units < 2 {
+				return 0, 0, false, errAt(p, "string chunk ends inside a surrogate pair")
+			}
+			if p+6 > len(data) {
+				return 0, 0, false, errAt(p, "data ends inside a string")
+			}
+			n := utf8.RuneLen(pairRune(c1, data[p+3:]))
+			if n < 0 {
+				n = 3 // U+FFFD
+			}
+			extra += n - 6
+			plain = false
+			p += 6
+			units -= 2
+		default:
+			return 0, 0, false, errAt(p, "bad UTF-8 lead byte 0x%02x in a string", c)
+		}
+	}
+	return p, p - start + extra, plain, nil
+}
+
+// utf16Unit reads the 16-bit value of a three-byte sequence as the library
+// does, without checking the continuation bytes.
+func utf16Unit(b []byte) uint32 {
+	return uint32(b[0]&0x0f)<<12 | uint32(b[1]&0x3f)<<6 | uint32(b[2]&0x3f)
+}
+
+// pairRune combines a high surrogate with the unit in the next three bytes,
+// with the library's unchecked (wrapping) arithmetic.
+func pairRune(hi uint32, b []byte) rune {
+	return rune((hi-0xd800)<<10 + (utf16Unit(b) - 0xdc00) + 0x10000)
+}
+
+// appendChars appends the decoded text of a chunk that scanChars accepted
+// and returns the chunk's end.
+func appendChars(dst, data []byte, p, units int) ([]byte, int) {
+	for units > 0 {
+		c := data[p]
+		switch {
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			p++
+			units--
+		case c&0xe0 == 0xc0:
+			dst = append(dst, data[p:p+2]...)
+			p += 2
+			units--
+		default:
+			c1 := utf16Unit(data[p:])
+			if c1 < 0xd800 || c1 > 0xdbff {
+				dst = append(dst, data[p:p+3]...)
+				p += 3
+				units--
+				continue
+			}
+			dst = utf8.AppendRune(dst, pairRune(c1, data[p+3:]))
+			p += 6
+			units -= 2
+		}
+	}
+	return dst, p
+}
+
+// skipString checks the string at p and returns its end, the length of its
+// text, and whether the text is its only chunk's bytes unchanged.
+func skipString(data []byte, p int) (end, outLen int, plain bool, err error) {
+	plain = true
+	for chunks := 0; ; chunks++ {
+		units, hdr, final, err := stringHeader(data, p)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		e, n, pl, err := scanChars(data, p+hdr, units)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		p, outLen, plain = e, outLen+n, plain && pl && (chunks == 0 && final)
+		if final {
+			return p, outLen, plain, nil
+		}
+	}
+}
+
+// str decodes the string at d.pos with one allocation, or none for the empty
+// string and the interned ones.
+func (d *Decoder) str() (string, error) {
+	start := d.pos
+	end, outLen, plain, err := skipString(d.data, start)
+	if err != nil {
+		return "", err
+	}
+	d.pos = end
+	if plain {
+		_, hdr, _, _ := stringHeader(d.data, start)
+		return makeString(d.data[start+hdr : end]), nil
+	}
+	buf := make([]byte, 0, outLen)
+	for p := start; ; {
+		units, hdr, final, _ := stringHeader(d.data, p)
+		buf, p = appendChars(buf, d.data, p+hdr, units)
+		if final {
+			break
+		}
+	}
+	if len(buf) == 0 {
+		return "", nil
+	}
+	return unsafe.String(&buf[0], len(buf)), nil
+}
+
+// maxInterned bounds the strings looked up in interned.
+const maxInterned = 32
+
+// interned holds strings that recur in nearly every Dubbo body (attachment
+// keys, the protocol version, common descriptors): decoding them allocates
+// nothing.
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"2.0.2", "path", "interface", "version", "group", "timeout", "dubbo",
+		"input", "output", "token", "generic", "async", "id", "side", "consumer",
+		"provider", "application", "remote.application", "true", "false", "0",
+		"1000", "3000", "0.0.0", "1.0.0", "$echo", "$invoke", "$invokeAsync",
+		"Ljava/lang/String;", "Ljava/lang/Object;", "J", "I", "Z", "D",
+		"traceId", "spanId", "tag", "serialization", "hessian2",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
+func makeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) <= maxInterned {
+		if s, ok := interned[string(b)]; ok {
+			return s
+		}
+	}
+	return string(b)
+}
+
+// eface is the layout of an any.
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+var stringType = func() unsafe.Pointer {
+	var s any = ""
+	return (*eface)(unsafe.Pointer(&s)).typ
+}()
+
+// slabSize is how many boxed string headers share one allocation.
+const slabSize = 16
+
+// box returns s as an any. Converting a string to an interface allocates its
+// 16-byte header; box instead stores the header in a slab shared by the
+// decoder's next strings and points the interface at it. Slab entries are
+// written once and never changed, so this is the value an ordinary conversion
+// would give, at a sixteenth of the allocations.
+func (d *Decoder) box(s string) any {
+	if s == "" {
+		return ""
+	}
+	if len(d.slab) == cap(d.slab) {
+		d.slab = make([]string, 0, slabSize)
+	}
+	d.slab = append(d.slab, s)
+	e := eface{typ: stringType, data: unsafe.Pointer(&d.slab[len(d.slab)-1])}
+	return *(*any)(unsafe.Pointer(&e))
+}
+
+// count checks a declared element count against the bytes that remain, each
+// element taking at least one.
+func (d *Decoder) count(n int32, what string) (int, error) {
+	if n < 0 {
+		return 0, errAt(d.pos, "%s of negative length %d", what, n)
+	}
+	if int(n) > len(d.data)-d.pos {
+		return 0, errAt(d.pos, "%s of %d elements, only %d bytes remain", what, n, len(d.data)-d.pos)
+	}
+	return int(n), nil
+}
+
+func (d *Decoder) enter(depth int) error {
+	if depth >= MaxDepth {
+		return errAt(d.pos, "nesting deeper than %d", MaxDepth)
+	}
+	return nil
+}
+
+// untypedList decodes x57 (to 'Z'), x58 (int length) and x78-x7f lists.
+func (d *Decoder) untypedList(depth int) (any, error) {
+	if err := d.enter(depth); err != nil {
+		return nil, err
+	}
+	tag := d.data[d.pos]
+	d.pos++
+	d.refs++
+	if tag == tagUListVar {
+		out := []any{}
+		for {
+			if d.pos >= len(d.data) {
+				return nil, d.truncated("a list")
+			}
+			if d.data[d.pos] == tagEnd {
+				d.pos++
+				return out, nil
+			}
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+	}
+	n32 := int32(tag) - 0x78
+	if tag == tagUListFixed {
+		var err error
+		if n32, err = d.int32(true); err != nil {
+			return nil, err
+		}
+	}
+	n, err := d.count(n32, "list")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, n)
+	for i := range out {
+		if out[i], err = d.value(depth + 1); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// listKind is a typed list the fast decoder builds itself.
+type listKind uint8
+
+const (
+	listNone listKind = iota
+	listString
+	listInt
+	listLong
+	listDouble
+	listBool
+	listObject
+	listDate
+)
+
+// listKinds are the type names that the library resolves from its fixed
+// table (getListType), whatever the registry holds. Any other name may be a
+// registered POJO or collection, so the library decodes those.
+var listKinds = map[string]listKind{
+	"string": listString, "java.lang.String": listString, "char": listString,
+	"short": listInt, "int": listInt,
+	"long":  listLong,
+	"float": listDouble, "double": listDouble,
+	"boolean": listBool,
+	"object":  listObject, "java.lang.Object": listObject,
+	"date": listDate, "java.util.Date": listDate,
+	"[string": listString, "[java.lang.String": listString, "[char": listString,
+	"[short": listInt, "[int": listInt,
+	"[long":  listLong,
+	"[float": listDouble, "[double": listDouble,
+	"[boolean": listBool,
+	"[object":  listObject, "[java.lang.Object": listObject,
+	"[date": listDate, "[java.util.Date": listDate,
+}
+
+// mapTypes are the 'M' types the library decodes as map[any]any: Java's
+// standard maps, which nobody registers as POJOs.
+var mapTypes = map[string]bool{
+	"java.util.HashMap": true, "java.util.LinkedHashMap": true, "java.util.TreeMap": true,
+	"java.util.Hashtable": true, "java.util.Properties": true, "java.util.WeakHashMap": true,
+	"java.util.IdentityHashMap": true, "java.util.concurrent.ConcurrentHashMap": true,
+	"java.util.concurrent.ConcurrentSkipListMap": true, "java.util.Map": true,
+}
+
+// addType records a type name the way the library's TypeRefs does.
+func (d *Decoder) addType(name string) {
+	for _, t := range d.types {
+		if t == name {
+			return
+		}
+	}
+	d.types = append(d.types, name)
+}
+
+// typeRef resolves a type reference.
+func (d *Decoder) typeRef(i int64) (string, error) {
+	if i < 0 || i >= int64(len(d.types)) {
+		return "", errAt(d.pos, "type reference %d out of range", i)
+	}
+	return d.types[i], nil
+}
+
+func isStringTag(tag byte) bool {
+	return tag <= 0x1f || tag >= 0x30 && tag <= 0x33 || tag == tagString || tag == tagStringChunk
+}
+
+// listType reads a typed list's type: a name, or (as the library reads any
+// integer there) a reference to an earlier one.
+func (d *Decoder) listType() (listKind, error) {
+	if d.pos >= len(d.data) {
+		return listNone, d.truncated("a list type")
+	}
+	tag := d.data[d.pos]
+	var name string
+	switch {
+	case isStringTag(tag):
+		s, err := d.str()
+		if err != nil {
+			return listNone, err
+		}
+		if listKinds[s] == listNone {
+			return listNone, errUnsupported
+		}
+		d.addType(s)
+		return listKinds[s], nil
+	case tag >= 0x80 && tag <= 0xd7 || tag == tagInt:
+		i, err := d.int32(false)
+		if err != nil {
+			return listNone, err
+		}
+		if name, err = d.typeRef(int64(i)); err != nil {
+			return listNone, err
+		}
+	case tag >= 0xd8 || tag >= 0x38 && tag <= 0x3f || tag == tagLongInt || tag == tagLong:
+		v, err := d.int64()
+		if err != nil {
+			return listNone, err
+		}
+		if name, err = d.typeRef(v.(int64)); err != nil {
+			return listNone, err
+		}
+	default:
+		return listNone, errUnsupported
+	}
+	if k := listKinds[name]; k != listNone {
+		return k, nil
+	}
+	return listNone, errUnsupported
+}
+
+// typedList decodes x55 (to 'Z'), 'V' (int length) and x70-x77 lists.
+func (d *Decoder) typedList(depth int) (any, error) {
+	if err := d.enter(depth); err != nil {
+		return nil, err
+	}
+	tag := d.data[d.pos]
+	d.pos++
+	kind, err := d.listType()
+	if err != nil {
+		return nil, err
+	}
+	n, variable := 0, tag == tagListVar
+	if !variable {
+		n32 := int32(tag) - 0x70
+		if tag == tagListFixed {
+			if n32, err = d.int32(true); err != nil {
+				return nil, err
+			}
+		}
+		if n, err = d.count(n32, "list"); err != nil {
+			return nil, err
+		}
+	}
+	d.refs++
+	switch kind {
+	case listString:
+		return d.stringList(n, variable, depth)
+	case listInt:
+		return typedElems[int32](d, n, variable, depth)
+	case listLong:
+		return typedElems[int64](d, n, variable, depth)
+	case listDouble:
+		return typedElems[float64](d, n, variable, depth)
+	case listBool:
+		return typedElems[bool](d, n, variable, depth)
+	case listObject:
+		return typedElems[hessian.Object](d, n, variable, depth)
+	default:
+		return typedElems[time.Time](d, n, variable, depth)
+	}
+}
+
+// next reports whether a list has another element: always for a fixed one
+// (i < n), up to the 'Z' for a variable one.
+func (d *Decoder) next(i, n int, variable bool) (bool, error) {
+	if !variable && i >= n {
+		return false, nil
+	}
+	if d.pos >= len(d.data) {
+		return false, d.truncated("a list")
+	}
+	if variable && d.data[d.pos] == tagEnd {
+		d.pos++
+		return false, nil
+	}
+	return true, nil
+}
+
+// typedElems decodes the elements of a typed list into []T; null elements are
+// T's zero value, any element of another type goes to the library (which
+// converts some).
+func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error) {
+	out := make([]T, n)
+	for i := 0; ; i++ {
+		more, err := d.next(i, n, variable)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return out, nil
+		}
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		var x T
+		if v != nil {
+			t, ok := v.(T)
+			if !ok {
+				return nil, errUnsupported
+			}
+			x = t
+		}
+		if variable {
+			out = append(out, x)
+		} else {
+			out[i] = x
+		}
+	}
+}
+
+// stringList is typedElems[string] without boxing each element.
+func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
+	out := make([]string, n)
+	for i := 0; ; i++ {
+		more, err := d.next(i, n, variable)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return out, nil
+		}
+		var s string
+		switch tag := d.data[d.pos]; {
+		case isStringTag(tag):
+			if s, err = d.str(); err != nil {
+				return nil, err
+			}
+		case tag == tagNull:
+			d.pos++
+		default:
+			return nil, errUnsupported
+		}
+		if variable {
+			out = append(out, s)
+		} else {
+			out[i] = s
+		}
+	}
+}
+
+// mapType reads an 'M' map's type: a name, or an int (or null, read as 0)
+// referring to an earlier one.
+func (d *Decoder) mapType() error {
+	if d.pos >= len(d.data) {
+		return d.truncated("a map type")
+	}
+	var name string
+	if isStringTag(d.data[d.pos]) {
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		if !mapTypes[s] {
+			return errUnsupported
+		}
+		d.addType(s)
+		return nil
+	}
+	i, err := d.int32(true)
+	if err != nil {
+		return errUnsupported // the library reports it
+	}
+	if name, err = d.typeRef(int64(i)); err != nil || !mapTypes[name] {
+		return errUnsupported
+	}
+	return nil
+}
+
+// mapValue decodes 'H' and 'M' maps into map[any]any.
+func (d *Decoder) mapValue(depth int) (any, error) {
+	if err := d.enter(depth); err != nil {
+		return nil, err
+	}
+	typed := d.data[d.pos] == tagMap
+	d.pos++
+	if typed {
+		if err := d.mapType(); err != nil {
+			return nil, err
+		}
+	}
+	d.refs++
+	m := make(map[any]any)
+	for {
+		if d.pos >= len(d.data) {
+			return nil, d.truncated("a map")
+		}
+		if d.data[d.pos] == tagEnd {
+			d.pos++
+			return m, nil
+		}
+		at := d.pos
+		k, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if !hashable(k) {
+			return nil, errAt(at, "map key of type %T", k)
+		}
+		if typed {
+			// The library sets entries through reflection, which panics on a
+			// null key and deletes on a null value.
+			if k == nil {
+				return nil, errAt(at, "null key in a typed map")
+			}
+			if v == nil {
+				delete(m, k)
+				continue
+			}
+		}
+		m[k] = v
+	}
+}
+
+// hashable tells the decoded values that can be map keys.
+func hashable(k any) bool {
+	switch k.(type) {
+	case []any, []string, []byte, []int32, []int64, []float64, []bool,
+		[]hessian.Object, []time.Time, map[any]any:
+		return false
+	}
+	return true
+}

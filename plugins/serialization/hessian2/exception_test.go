@@ -1,0 +1,176 @@
+package hessian2
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	hessian "github.com/apache/dubbo-go-hessian2"
+	"github.com/apache/dubbo-go-hessian2/java_exception"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// bizException stands for a Java exception class that a consumer knows.
+type bizException struct {
+	SerialVersionUID     int64
+	DetailMessage        string
+	SuppressedExceptions []java_exception.Throwabler
+	StackTrace           []java_exception.StackTraceElement
+	Cause                java_exception.Throwabler
+}
+
+func (bizException) JavaClassName() string                               { return "org.weft.test.BizException" }
+func (e bizException) Error() string                                     { return e.DetailMessage }
+func (e bizException) GetStackTrace() []java_exception.StackTraceElement { return e.StackTrace }
+
+func init() { RegisterPOJO(&bizException{}) }
+
+// responseBody is a Dubbo RESPONSE_WITH_EXCEPTION body as a provider writes it.
+func responseBody(t *testing.T, err error) []byte {
+	t.Helper()
+	return marshal(t, hessian.RESPONSE_WITH_EXCEPTION, ExceptionValue(err))
+}
+
+// consume decodes a response body as a consumer does.
+func consume(t *testing.T, body []byte) (any, error) {
+	t.Helper()
+	d := NewDecoder(body)
+	flag, err := d.Decode()
+	if err != nil || flag != hessian.RESPONSE_WITH_EXCEPTION {
+		t.Fatalf("flag %v, %v", flag, err)
+	}
+	v, err := d.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, ExceptionError(v)
+}
+
+func assertBiz(t *testing.T, err error, class, msg string) {
+	t.Helper()
+	var ke *kernel.Error
+	if !errors.As(err, &ke) || ke.Code != kernel.CodeBiz || ke.Class != class || ke.Msg != msg {
+		t.Fatalf("got %#v, want biz error %q: %q", err, class, msg)
+	}
+}
+
+// TestExceptionPlainError: a plain Go error goes out as dubbo-go sends it, a
+// java.lang.Throwable, byte for byte.
+func TestExceptionPlainError(t *testing.T) {
+	err := errors.New("boom: ünïcode 😀")
+	body := responseBody(t, err)
+	want := libEncode(t, hessian.RESPONSE_WITH_EXCEPTION, java_exception.NewThrowable(err.Error()))
+	mustEqualBytes(t, "body", body, want)
+	v, got := consume(t, body)
+	if _, ok := v.(*java_exception.Throwable); !ok {
+		t.Fatalf("decoded %T", v)
+	}
+	assertBiz(t, got, "java.lang.Throwable", err.Error())
+	// And so does a business error without a class.
+	_, got = consume(t, responseBody(t, kernel.BizError(err)))
+	assertBiz(t, got, "java.lang.Throwable", err.Error())
+}
+
+// TestExceptionClassKnownToConsumer: a business error naming a class goes
+// out as an object of that class, which a consumer that knows the class
+// decodes into it.
+func TestExceptionClassKnownToConsumer(t *testing.T) {
+	for _, c := range []struct {
+		class string
+		typ   string
+	}{
+		{"org.weft.test.BizException", "*hessian2.bizException"},
+		{"java.lang.IllegalStateException", "*java_exception.IllegalStateException"},
+	} {
+		err := &kernel.Error{Code: kernel.CodeBiz, Class: c.class, Msg: "bad state"}
+		body := responseBody(t, err)
+		// The library alone decodes it into the registered type.
+		vals, lerr := libDecodeAll(body)
+		if lerr != nil || len(vals) != 2 {
+			t.Fatalf("library: %v %v", vals, lerr)
+		}
+		th, ok := vals[1].(java_exception.Throwabler)
+		if !ok || fmt.Sprintf("%T", vals[1]) != c.typ || th.JavaClassName() != c.class || th.Error() != "bad state" {
+			t.Fatalf("library decoded %T %#v", vals[1], vals[1])
+		}
+		v, got := consume(t, body)
+		if fmt.Sprintf("%T", v) != c.typ {
+			t.Fatalf("decoded %T", v)
+		}
+		assertBiz(t, got, c.class, "bad state")
+		if !errors.As(got, &th) {
+			t.Fatal("the Throwabler is not the cause")
+		}
+	}
+}
+
+// TestExceptionClassUnknownToConsumer: for a class nobody registered, the
+// library decodes an UnknownException and loses the class name; the decoder
+// restores it.
+func TestExceptionClassUnknownToConsumer(t *testing.T) {
+	for _, class := range []string{"com.example.NotRegisteredException", "com.example.Other"} {
+		err := &kernel.Error{Code: kernel.CodeBiz, Class: class, Msg: "no such order 42"}
+		body := responseBody(t, err)
+		v, got := consume(t, body)
+		u, ok := v.(*hessian.UnknownException)
+		if !ok {
+			t.Fatalf("decoded %T", v)
+		}
+		if u.JavaClassName() != class || u.DetailMessage != "no such order 42" {
+			t.Fatalf("class %q, message %q", u.JavaClassName(), u.DetailMessage)
+		}
+		assertBiz(t, got, class, "no such order 42")
+		if got.Error() != class+": no such order 42" {
+			t.Fatalf("Error() %q", got.Error())
+		}
+		// Passing it on (a Go provider relaying a Java one's error) keeps
+		// the class.
+		_, again := consume(t, responseBody(t, kernel.BizError(u)))
+		assertBiz(t, again, class, "no such order 42")
+	}
+}
+
+func TestExceptionThrowablerPassesThrough(t *testing.T) {
+	ex := java_exception.NewIllegalArgumentException("bad arg")
+	if v := ExceptionValue(ex); v != ex {
+		t.Fatalf("got %#v", v)
+	}
+	wrapped := fmt.Errorf("calling: %w", kernel.BizError(ex))
+	if v := ExceptionValue(wrapped); v != ex {
+		t.Fatalf("wrapped: got %#v", v)
+	}
+	_, got := consume(t, responseBody(t, wrapped))
+	assertBiz(t, got, "java.lang.IllegalArgumentException", "bad arg")
+	// A kernel.Error's own class wins over a cause of another class.
+	ke := &kernel.Error{Code: kernel.CodeBiz, Class: "org.weft.test.BizException", Msg: "m", Cause: ex}
+	_, got = consume(t, responseBody(t, ke))
+	assertBiz(t, got, "org.weft.test.BizException", "m")
+	if ExceptionValue(nil) != nil {
+		t.Fatal("nil error")
+	}
+}
+
+func TestExceptionError(t *testing.T) {
+	generic := java_exception.NewDubboGenericException("com.foo.Orig", "orig message")
+	generic.DetailMessage = "com.foo.Orig: orig message\n\tat ..."
+	var nilTh *java_exception.Throwable
+	cases := []struct {
+		v          any
+		class, msg string
+	}{
+		{"plain string", "", "plain string"},
+		{nil, "", "exception response without an exception"},
+		{nilTh, "", "exception response without an exception"},
+		{java_exception.NewNullPointerException("npe"), "java.lang.NullPointerException", "npe"},
+		{generic, "com.foo.Orig", "orig message"},
+		{*generic, "com.foo.Orig", "orig message"},
+		{map[string]any{"_class": "com.foo.X", "detailMessage": "dm"}, "com.foo.X", "dm"},
+		{map[any]any{"_class": "com.foo.Y", "message": "m"}, "com.foo.Y", "m"},
+		{errors.New("go error"), "", "go error"},
+		{int32(7), "", "7"},
+	}
+	for _, c := range cases {
+		assertBiz(t, ExceptionError(c.v), c.class, c.msg)
+	}
+}

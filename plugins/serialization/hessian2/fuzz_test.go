@@ -1,0 +1,55 @@
+package hessian2
+
+import (
+	"testing"
+)
+
+// FuzzDecode: no input makes decoding panic or run away; data the fast path
+// decodes all by itself decodes the same with the library; whatever decodes
+// can be marshalled again. Seeds are in testdata/fuzz/FuzzDecode.
+//
+//	go test -run '^$' -fuzz FuzzDecode -fuzztime 60s ./plugins/serialization/hessian2/
+func FuzzDecode(f *testing.F) {
+	f.Add(libEncode(f, benchBody()...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := NewDecoder(data)
+		var vals []any
+		for range 10000 {
+			v, err := d.Decode()
+			if err != nil {
+				break
+			}
+			vals = append(vals, v)
+		}
+		if d.lib == nil && d.err == nil {
+			want, err := libDecodeAll(data)
+			if err != nil {
+				t.Fatalf("fast path decoded % x, the library fails: %v", data, err)
+			}
+			if dd := diff(vals, want); dd != "" {
+				t.Fatalf("% x: fast vs library: %s", data, dd)
+			}
+		}
+		_, _ = New().Marshal(nil, vals...)
+	})
+}
+
+// FuzzCountArgs: CountArgs never panics, and what it accepts it counts
+// consistently.
+func FuzzCountArgs(f *testing.F) {
+	for _, s := range []string{"", "Ljava/lang/String;J", "[[I", "L;", "[", "Ljava/util/Map;[B[[JV", "La/b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, desc string) {
+		n, err := CountArgs(desc)
+		if err != nil {
+			return
+		}
+		if n > len(desc) {
+			t.Fatalf("%q: %d args", desc, n)
+		}
+		if n2, err := CountArgs(desc + desc); err != nil || n2 != 2*n {
+			t.Fatalf("%q twice: %d, %v; want %d", desc, n2, err, 2*n)
+		}
+	})
+}

@@ -1,0 +1,159 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weftrpc/weft/cluster"
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/dubbo"
+	"github.com/weftrpc/weft/proxy"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+const childEnv = "WEFTTEST_FROZEN_PROVIDER_ADDR"
+
+type echoSvc struct{}
+
+func (echoSvc) Echo(_ context.Context, s string) (string, error) { return s, nil }
+
+// The child process: a dubbo provider that prints "ready" and serves until
+// killed. The parent freezes it with SIGSTOP.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(childEnv); addr != "" {
+		p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		u := kernel.MustParseURL("dubbo://" + addr + "/org.weft.Echo?interface=org.weft.Echo")
+		inv, err := proxy.NewServiceInvoker(u, echoSvc{})
+		if err == nil {
+			_, err = p.Export(context.Background(), inv)
+		}
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		select {}
+	}
+	os.Exit(m.Run())
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startChild(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
+	addr := freePort(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+addr)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "ready" {
+		t.Fatalf("child provider: %q", line)
+	}
+	return addr, cmd
+}
+
+type clientsOf interface {
+	Clients() []*netty.ExchangeClient
+}
+
+// A provider frozen with SIGSTOP keeps its connections open but never
+// answers: every call must fail at its own deadline, retries included, and
+// leave nothing in the pending tables.
+func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
+	addr1, child1 := startChild(t)
+	addr2, child2 := startChild(t)
+	p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer p.Destroy()
+	var invokers []kernel.Invoker
+	for _, a := range []string{addr1, addr2} {
+		iv, err := p.Refer(context.Background(), kernel.MustParseURL("dubbo://"+a+"/org.weft.Echo?interface=org.weft.Echo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		invokers = append(invokers, iv)
+	}
+	lbs := kernel.NewLoader[extension.LoadBalance]("loadbalance", cluster.Random)
+	lbs.Register(cluster.Random, func() (extension.LoadBalance, error) { return cluster.NewRandom(), nil }, nil)
+	const timeout = 200 * time.Millisecond
+	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", timeout.Milliseconds()))
+	failover, _ := cluster.NewFailover(lbs).Join(cluster.NewStaticDirectory(consumer, invokers))
+
+	for _, iv := range invokers {
+		if res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "warm")); err != nil || res.Value != "warm" {
+			t.Fatalf("before freezing: %v %v", res.Value, err)
+		}
+	}
+	child1.Process.Signal(syscall.SIGSTOP)
+	child2.Process.Signal(syscall.SIGSTOP)
+
+	type outcome struct {
+		took time.Duration
+		err  error
+	}
+	var wg sync.WaitGroup
+	results := make(chan outcome, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			var err error
+			if i%2 == 0 {
+				// Through failover: the retry must not extend the deadline.
+				_, err = failover.Invoke(context.Background(), kernel.NewInvocation("echo", "x"))
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				_, err = invokers[i%4/2].Invoke(ctx, kernel.NewInvocation("echo", "x"))
+				cancel()
+			}
+			results <- outcome{time.Since(start), err}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if kernel.CodeOf(r.err) != kernel.CodeTimeout {
+			t.Errorf("call ended with %v, want a timeout", r.err)
+		}
+		if r.took < timeout || r.took > timeout+20*time.Millisecond {
+			t.Errorf("call failed after %v, want within [%v, %v]", r.took, timeout, timeout+20*time.Millisecond)
+		}
+	}
+	for _, iv := range invokers {
+		for _, c := range iv.(clientsOf).Clients() {
+			if n := c.Pending(); n != 0 {
+				t.Errorf("pending table of %s holds %d calls", c.URL().Address(), n)
+			}
+		}
+	}
+}

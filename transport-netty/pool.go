@@ -1,0 +1,76 @@
+package netty
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// workerPool runs tasks on at most max long-lived goroutines, handing each
+// task to an idle worker through an unbuffered channel (Dubbo's fixed pool
+// with a SynchronousQueue): no queueing, so a full pool refuses at once.
+// Reusing goroutines matters: a fresh goroutine per call pays for growing its
+// stack on every call, which profiles showed as a quarter of a provider's CPU.
+type workerPool struct {
+	tasks   chan func()
+	max     int64
+	workers atomic.Int64
+	idle    time.Duration
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func newWorkerPool(max int, idle time.Duration) *workerPool {
+	return &workerPool{tasks: make(chan func()), max: int64(max), idle: idle, done: make(chan struct{})}
+}
+
+// submit runs f on an idle worker or a new one; false when max workers are
+// all busy.
+func (p *workerPool) submit(f func()) bool {
+	select {
+	case p.tasks <- f:
+		return true
+	default:
+	}
+	for {
+		n := p.workers.Load()
+		if n >= p.max {
+			// One more try: a worker may have just become idle.
+			select {
+			case p.tasks <- f:
+				return true
+			default:
+				return false
+			}
+		}
+		if p.workers.CompareAndSwap(n, n+1) {
+			p.wg.Add(1)
+			go p.work(f)
+			return true
+		}
+	}
+}
+
+func (p *workerPool) work(f func()) {
+	defer p.wg.Done()
+	defer p.workers.Add(-1)
+	t := time.NewTimer(p.idle)
+	defer t.Stop()
+	for {
+		f()
+		t.Reset(p.idle)
+		select {
+		case f = <-p.tasks:
+		case <-t.C:
+			return
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// close stops idle workers; busy ones stop after their task.
+func (p *workerPool) close() {
+	close(p.done)
+	p.wg.Wait()
+}
