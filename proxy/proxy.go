@@ -34,6 +34,9 @@ func WireName(goName string) string {
 }
 
 type method struct {
+	// fast calls the method without reflection for the commonest
+	// signatures; nil for the others.
+	fast    func(ctx context.Context, args []any) (any, error, bool)
 	name    string // wire name
 	fn      reflect.Value
 	withCtx bool
@@ -94,6 +97,7 @@ func NewServiceInvoker(url *kernel.URL, impl any) (*ServiceInvoker, error) {
 		default:
 			continue
 		}
+		md.fast = fastPath(fn.Interface())
 		s.methods[md.name] = md
 		s.methods[m.Name] = md
 		s.names = append(s.names, md.name)
@@ -137,6 +141,17 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 		return res, kernel.Errorf(kernel.CodeSerialization, "method %s.%s takes %d arguments, got %d",
 			s.url.ServiceKey(), md.name, len(md.in), len(inv.Args))
 	}
+	if md.fast != nil {
+		if cur, ok := kernel.InvocationFrom(ctx); !ok || cur != inv {
+			ctx = kernel.WithInvocation(ctx, inv)
+		}
+		if v, err, ok := callFast(md.fast, ctx, inv.Args, s.url.ServiceKey(), md.name); ok {
+			if err != nil {
+				return kernel.Result{Attachments: inv.ReplyAttachments()}, kernel.BizError(err)
+			}
+			return kernel.Result{Value: v, Attachments: inv.ReplyAttachments()}, nil
+		}
+	}
 	n := len(md.in)
 	if md.withCtx {
 		n++
@@ -175,6 +190,55 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 	}
 	res.Attachments = inv.ReplyAttachments()
 	return res, nil
+}
+
+// fastPath returns a reflection-free caller for the commonest method
+// shapes. It reports ok=false when an argument is not of the exact type, and
+// the general path (with conversions) takes over.
+func fastPath(fn any) func(ctx context.Context, args []any) (any, error, bool) {
+	switch f := fn.(type) {
+	case func(context.Context, string) (string, error):
+		return func(ctx context.Context, args []any) (any, error, bool) {
+			a, ok := args[0].(string)
+			if !ok {
+				return nil, nil, false
+			}
+			v, err := f(ctx, a)
+			return v, err, true
+		}
+	case func(context.Context, string) error:
+		return func(ctx context.Context, args []any) (any, error, bool) {
+			a, ok := args[0].(string)
+			if !ok {
+				return nil, nil, false
+			}
+			return nil, f(ctx, a), true
+		}
+	case func(context.Context, []byte) ([]byte, error):
+		return func(ctx context.Context, args []any) (any, error, bool) {
+			a, ok := args[0].([]byte)
+			if !ok {
+				return nil, nil, false
+			}
+			v, err := f(ctx, a)
+			return v, err, true
+		}
+	}
+	return nil
+}
+
+// callFast runs a fast caller, turning a panic into a business error as the
+// general path does.
+func callFast(fast func(context.Context, []any) (any, error, bool), ctx context.Context, args []any, svc, name string) (v any, err error, ok bool) {
+	if len(args) != 1 {
+		return nil, nil, false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			v, err, ok = nil, fmt.Errorf("panic in %s.%s: %v", svc, name, p), true
+		}
+	}()
+	return fast(ctx, args)
 }
 
 // convert makes v a value of type t: as it is when assignable; numbers

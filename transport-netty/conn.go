@@ -53,7 +53,8 @@ type Conn struct {
 	lastRead  atomic.Int64 // unix nanos
 	lastWrite atomic.Int64
 
-	attrs sync.Map
+	attrs  sync.Map
+	remote string
 }
 
 var _ extension.Channel = (*Conn)(nil)
@@ -64,7 +65,8 @@ func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{}),
+		remote: nc.RemoteAddr().String()}
 	now := time.Now().UnixNano()
 	c.lastRead.Store(now)
 	c.lastWrite.Store(now)
@@ -84,6 +86,9 @@ func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 
 // RemoteAddr is the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// RemoteAddrString is RemoteAddr().String(), computed once.
+func (c *Conn) RemoteAddrString() string { return c.remote }
 
 // IsClosed reports whether Close ran or the connection broke.
 func (c *Conn) IsClosed() bool { return c.closed.Load() }

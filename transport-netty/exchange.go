@@ -82,11 +82,24 @@ func StatusError(status byte, msg string) error {
 }
 
 type call struct {
-	done chan *Response
-	conn *Conn
+	done  chan *Response
+	conn  *Conn
+	timer *time.Timer // reused across calls: no timer allocation per call
 }
 
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan *Response, 1)} }}
+// release stops the call's timer and returns it to the pool; nothing of the
+// call may be used afterwards.
+func (cl *call) release() {
+	cl.timer.Stop()
+	cl.conn = nil
+	callPool.Put(cl)
+}
+
+var callPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &call{done: make(chan *Response, 1), timer: t}
+}}
 
 const shards = 32
 
@@ -318,8 +331,7 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 		if c.pending.take(id) == nil {
 			<-cl.done
 		}
-		cl.conn = nil
-		callPool.Put(cl)
+		cl.release()
 		if ke, ok := err.(*kernel.Error); ok {
 			return nil, ke
 		}
@@ -328,14 +340,13 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 	start := time.Now()
 	var expired <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok && timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
+		// Since Go 1.23, Reset and Stop leave no stale tick in the channel.
+		cl.timer.Reset(timeout)
+		expired = cl.timer.C
 	}
 	select {
 	case resp := <-cl.done:
-		cl.conn = nil
-		callPool.Put(cl)
+		cl.release()
 		return resp, nil
 	case <-ctx.Done():
 	case <-expired:
@@ -343,12 +354,10 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 	if c.pending.take(id) == nil {
 		// The response is being delivered right now: take it, it is ours.
 		resp := <-cl.done
-		cl.conn = nil
-		callPool.Put(cl)
+		cl.release()
 		return resp, nil
 	}
-	cl.conn = nil
-	callPool.Put(cl)
+	cl.release()
 	elapsed := time.Since(start).Round(time.Millisecond)
 	if ctx.Err() == context.Canceled {
 		return nil, kernel.Wrap(kernel.CodeNetwork, ctx.Err(), "call to %s canceled after %v", c.url.Address(), elapsed)
@@ -447,7 +456,8 @@ func Bind(t *Transporter, url *kernel.URL, codec extension.Codec, h RequestHandl
 	if opt.Threads <= 0 {
 		opt.Threads = DefaultThreads
 	}
-	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{}), pool: newWorkerPool(opt.Threads, time.Minute)}
+	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{})}
+	es.pool = newWorkerPool(opt.Threads, time.Minute, es.serve)
 	srv, err := t.Bind(url, codec, es)
 	if err != nil {
 		return nil, err
@@ -527,25 +537,29 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 	}
 	s.wg.Add(1)
 	s.closeMu.RUnlock()
-	submitted := s.pool.submit(func() {
-		defer s.wg.Done()
-		s.busy.Add(1)
-		defer s.busy.Add(-1)
-		resp := s.handler.Reply(conn, req)
-		if req.TwoWay && resp != nil {
-			resp.ID = req.ID
-			if err := conn.Send(resp); err != nil && err != ErrClosed {
-				// The result could not be encoded (too large, unknown
-				// type): the caller still gets an answer.
-				conn.Send(&Response{ID: req.ID, Status: StatusBadResponse, ErrMsg: err.Error()})
-			}
-		}
-	})
+	submitted := s.pool.submit(task{conn, req})
 	if !submitted {
 		s.wg.Done()
 		if req.TwoWay {
 			conn.Send(&Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
 				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
+		}
+	}
+}
+
+// serve runs on a pool worker.
+func (s *ExchangeServer) serve(t task) {
+	defer s.wg.Done()
+	s.busy.Add(1)
+	defer s.busy.Add(-1)
+	conn, req := t.conn, t.req
+	resp := s.handler.Reply(conn, req)
+	if req.TwoWay && resp != nil {
+		resp.ID = req.ID
+		if err := conn.Send(resp); err != nil && err != ErrClosed {
+			// The result could not be encoded (too large, unknown type):
+			// the caller still gets an answer.
+			conn.Send(&Response{ID: req.ID, Status: StatusBadResponse, ErrMsg: err.Error()})
 		}
 	}
 }

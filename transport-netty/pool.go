@@ -12,7 +12,8 @@ import (
 // Reusing goroutines matters: a fresh goroutine per call pays for growing its
 // stack on every call, which profiles showed as a quarter of a provider's CPU.
 type workerPool struct {
-	tasks   chan func()
+	run     func(task)
+	tasks   chan task
 	max     int64
 	workers atomic.Int64
 	idle    time.Duration
@@ -20,13 +21,20 @@ type workerPool struct {
 	wg      sync.WaitGroup
 }
 
-func newWorkerPool(max int, idle time.Duration) *workerPool {
-	return &workerPool{tasks: make(chan func()), max: int64(max), idle: idle, done: make(chan struct{})}
+// task is one request to serve; a struct rather than a closure, so handing
+// it over allocates nothing.
+type task struct {
+	conn *Conn
+	req  *Request
+}
+
+func newWorkerPool(max int, idle time.Duration, run func(task)) *workerPool {
+	return &workerPool{run: run, tasks: make(chan task), max: int64(max), idle: idle, done: make(chan struct{})}
 }
 
 // submit runs f on an idle worker or a new one; false when max workers are
 // all busy.
-func (p *workerPool) submit(f func()) bool {
+func (p *workerPool) submit(f task) bool {
 	select {
 	case p.tasks <- f:
 		return true
@@ -51,13 +59,13 @@ func (p *workerPool) submit(f func()) bool {
 	}
 }
 
-func (p *workerPool) work(f func()) {
+func (p *workerPool) work(f task) {
 	defer p.wg.Done()
 	defer p.workers.Add(-1)
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
-		f()
+		p.run(f)
 		t.Reset(p.idle)
 		select {
 		case f = <-p.tasks:

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
@@ -48,6 +49,10 @@ type RPCRequest struct {
 	ParamTypes  string
 	Args        []any
 	Attachments map[string]any
+	// Fixed are attachments every call of an invoker sends (path,
+	// interface, version, group, timeout); Attachments override them. They
+	// are kept apart so a call without attachments of its own builds no map.
+	Fixed map[string]any
 }
 
 // RPCResult is the body of an OK response.
@@ -68,6 +73,7 @@ type RPCResult struct {
 type Codec struct {
 	ser     *hessian2.Serialization
 	payload int
+	intern  *hessian2.Interner
 }
 
 // NewCodec returns a codec whose bodies are limited to payload bytes
@@ -76,7 +82,7 @@ func NewCodec(payload int) *Codec {
 	if payload <= 0 {
 		payload = DefaultPayload
 	}
-	return &Codec{ser: hessian2.New(), payload: payload}
+	return &Codec{ser: hessian2.New(), payload: payload, intern: hessian2.NewInterner(4096)}
 }
 
 var _ extension.Codec = (*Codec)(nil)
@@ -146,7 +152,7 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 }
 
 func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
-	vals := make([]any, 0, 6+len(r.Args))
+	start := len(dst)
 	v := r.DubboVersion
 	if v == "" {
 		v = DubboVersion
@@ -155,20 +161,38 @@ func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
 	if desc == "" && len(r.Args) > 0 {
 		desc = hessian2.Descriptor(r.Args)
 	}
-	att := r.Attachments
-	if att == nil {
-		att = map[string]any{}
+	dst = hessian2.AppendString(dst, v)
+	dst = hessian2.AppendString(dst, r.Path)
+	dst = hessian2.AppendString(dst, r.Version)
+	dst = hessian2.AppendString(dst, r.Method)
+	dst = hessian2.AppendString(dst, desc)
+	head := len(dst)
+	var err error
+	if len(r.Args) > 0 {
+		if dst, err = c.ser.Marshal(dst, r.Args...); err != nil {
+			return dst[:start], err
+		}
 	}
-	vals = append(vals, v, r.Path, r.Version, r.Method, desc)
-	vals = append(vals, r.Args...)
-	vals = append(vals, att)
-	return c.ser.Marshal(dst, vals...)
+	if out, ok := hessian2.AppendStringMap(dst, r.Fixed, r.Attachments); ok {
+		return out, nil
+	}
+	// Attachments of other types: one stream with the arguments, so that
+	// back references stay right.
+	att := make(map[string]any, len(r.Fixed)+len(r.Attachments))
+	for k, val := range r.Fixed {
+		att[k] = val
+	}
+	for k, val := range r.Attachments {
+		att[k] = val
+	}
+	vals := append(append(make([]any, 0, len(r.Args)+1), r.Args...), att)
+	return c.ser.Marshal(dst[:head], vals...)
 }
 
 func (c *Codec) encodeResult(dst []byte, r *RPCResult) ([]byte, error) {
 	att := r.Attachments
 	if r.WithAttachments && att == nil {
-		att = map[string]any{}
+		att = noAttachments
 	}
 	switch {
 	case r.Exception != nil:
@@ -188,6 +212,30 @@ func (c *Codec) encodeResult(dst []byte, r *RPCResult) ([]byte, error) {
 		}
 		return c.ser.Marshal(dst, ResponseValue, r.Value)
 	}
+}
+
+// noAttachments is written for a response without attachments; never
+// modified.
+var noAttachments = map[string]any{}
+
+// requestFrame and responseFrame put an exchange message and its body in one
+// allocation.
+type requestFrame struct {
+	netty.Request
+	body RPCRequest
+}
+
+type responseFrame struct {
+	netty.Response
+	body RPCResult
+}
+
+// NewResponse returns an OK response carrying a result, allocated together.
+func NewResponse() (*netty.Response, *RPCResult) {
+	f := &responseFrame{}
+	f.Status = netty.StatusOK
+	f.Data = &f.body
+	return &f.Response, &f.body
 }
 
 // Decode reads one frame from the front of src.
@@ -223,22 +271,25 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 	body := src[HeaderLength:total]
 	ser := flag & serialMask
 	if isReq {
-		req := &netty.Request{ID: id, TwoWay: flag&FlagTwoWay != 0, Event: flag&FlagEvent != 0}
+		f := &requestFrame{}
+		req := &f.Request
+		req.ID, req.TwoWay, req.Event = id, flag&FlagTwoWay != 0, flag&FlagEvent != 0
 		switch {
 		case req.Event:
 		case ser != hessian2.ID:
 			req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not supported (hessian2 = %d)", id, ser, hessian2.ID)
 		default:
-			r, err := c.decodeRequestBody(body)
-			if err != nil {
+			if err := c.decodeRequestBody(body, &f.body); err != nil {
 				req.Broken = fmt.Errorf("weft: dubbo request %d: %w", id, err)
 			} else {
-				req.Data = r
+				req.Data = &f.body
 			}
 		}
 		return req, total, nil
 	}
-	resp := &netty.Response{ID: id, Status: status, Event: flag&FlagEvent != 0}
+	f := &responseFrame{}
+	resp := &f.Response
+	resp.ID, resp.Status, resp.Event = id, status, flag&FlagEvent != 0
 	switch {
 	case resp.Event:
 	case ser != hessian2.ID:
@@ -251,59 +302,55 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 			resp.ErrMsg = fmt.Sprintf("status %d with an undecodable message", status)
 		}
 	default:
-		r, err := c.decodeResult(body)
-		if err != nil {
+		if err := c.decodeResult(body, &f.body); err != nil {
 			resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
 		} else {
-			resp.Data = r
+			resp.Data = &f.body
 		}
 	}
 	return resp, total, nil
 }
 
-func (c *Codec) decodeRequestBody(body []byte) (*RPCRequest, error) {
-	d := c.ser.NewDecoder(body)
+func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
+	d := hessian2.NewInterningDecoder(body, c.intern)
 	var strs [5]string
 	for i := range strs {
-		v, err := d.Decode()
+		s, err := d.DecodeString()
 		if err != nil {
-			return nil, fmt.Errorf("decode header field %d: %w", i, err)
+			return fmt.Errorf("decode header field %d: %w", i, err)
 		}
-		if v != nil {
-			s, ok := v.(string)
-			if !ok {
-				return nil, fmt.Errorf("header field %d is %T, want a string", i, v)
-			}
-			strs[i] = s
-		}
+		strs[i] = s
 	}
-	r := &RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4]}
+	*r = RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4]}
 	n, err := hessian2.CountArgs(r.ParamTypes)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if n > 0 {
 		r.Args = make([]any, n)
 		for i := range r.Args {
 			if r.Args[i], err = d.Decode(); err != nil {
-				return nil, fmt.Errorf("decode argument %d of %s: %w", i, r.Method, err)
+				return fmt.Errorf("decode argument %d of %s: %w", i, r.Method, err)
 			}
 		}
 	}
-	att, err := d.Decode()
-	if err != nil {
+	att, err := d.DecodeStringMap()
+	if err == io.EOF {
 		// Dubbo before 2.0.2 could omit attachments.
-		return r, nil
+		return nil
 	}
-	r.Attachments = toStringMap(att)
-	return r, nil
+	if err != nil {
+		return fmt.Errorf("decode attachments: %w", err)
+	}
+	r.Attachments = att
+	return nil
 }
 
-func (c *Codec) decodeResult(body []byte) (*RPCResult, error) {
-	d := c.ser.NewDecoder(body)
+func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
+	d := hessian2.NewDecoder(body)
 	fv, err := d.Decode()
 	if err != nil {
-		return nil, fmt.Errorf("decode response flag: %w", err)
+		return fmt.Errorf("decode response flag: %w", err)
 	}
 	var flag int32
 	switch f := fv.(type) {
@@ -314,55 +361,30 @@ func (c *Codec) decodeResult(body []byte) (*RPCResult, error) {
 	case int:
 		flag = int32(f)
 	default:
-		return nil, fmt.Errorf("response flag is %T, want an int", fv)
+		return fmt.Errorf("response flag is %T, want an int", fv)
 	}
-	r := &RPCResult{}
 	switch flag {
 	case ResponseWithException, ResponseWithExceptionWithAttachments:
 		v, err := d.Decode()
 		if err != nil {
-			return nil, fmt.Errorf("decode exception: %w", err)
+			return fmt.Errorf("decode exception: %w", err)
 		}
 		r.Exception = hessian2.ExceptionError(v)
 	case ResponseValue, ResponseValueWithAttachments:
 		if r.Value, err = d.Decode(); err != nil {
-			return nil, fmt.Errorf("decode value: %w", err)
+			return fmt.Errorf("decode value: %w", err)
 		}
 	case ResponseNullValue, ResponseNullValueWithAttachments:
 	default:
-		return nil, fmt.Errorf("unknown response flag %d", flag)
+		return fmt.Errorf("unknown response flag %d", flag)
 	}
 	if flag >= ResponseWithExceptionWithAttachments {
 		r.WithAttachments = true
-		att, err := d.Decode()
+		att, err := d.DecodeStringMap()
 		if err != nil {
-			return nil, fmt.Errorf("decode attachments: %w", err)
+			return fmt.Errorf("decode attachments: %w", err)
 		}
-		r.Attachments = toStringMap(att)
-	}
-	return r, nil
-}
-
-func toStringMap(v any) map[string]any {
-	switch m := v.(type) {
-	case map[string]any:
-		return m
-	case map[any]any:
-		out := make(map[string]any, len(m))
-		for k, val := range m {
-			if s, ok := k.(string); ok {
-				out[s] = val
-			} else {
-				out[fmt.Sprint(k)] = val
-			}
-		}
-		return out
-	case map[string]string:
-		out := make(map[string]any, len(m))
-		for k, val := range m {
-			out[k] = val
-		}
-		return out
+		r.Attachments = att
 	}
 	return nil
 }

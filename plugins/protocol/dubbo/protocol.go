@@ -208,25 +208,23 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 			ErrMsg: fmt.Sprintf("service %s not found on %s (exported here: %s); check interface, group and version",
 				key, h.s.es.Addr(), strings.Join(h.s.keys(), ", "))}
 	}
-	inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddr().String()}
+	inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString()}
 	inv.SetAttachments(r.Attachments)
+	// The consumer's timeout is in the attachments; a provider bounds its
+	// implementation by its own `timeout` (the timeout filter), as Dubbo does.
 	ctx := context.Background()
-	if ms := timeoutOf(r.Attachments); ms > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
-		defer cancel()
-	}
 	res, err := e.invoker.Invoke(ctx, inv)
-	out := &RPCResult{WithAttachments: supportsResponseAttachments(r.DubboVersion), Attachments: res.Attachments}
+	if err != nil && !kernel.IsBiz(err) {
+		return frameworkResponse(err)
+	}
+	resp, out := NewResponse()
+	out.WithAttachments, out.Attachments = supportsResponseAttachments(r.DubboVersion), res.Attachments
 	if err != nil {
-		if !kernel.IsBiz(err) {
-			return frameworkResponse(err)
-		}
 		out.Exception = err
 	} else {
 		out.Value = res.Value
 	}
-	return &netty.Response{Status: netty.StatusOK, Data: out}
+	return resp
 }
 
 // frameworkResponse answers a failure of the framework with Dubbo's status.
@@ -248,24 +246,12 @@ func frameworkResponse(err error) *netty.Response {
 	return &netty.Response{Status: status, ErrMsg: err.Error()}
 }
 
-func timeoutOf(att map[string]any) int64 {
-	switch v := att[kernel.KeyTimeout].(type) {
-	case string:
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
-	case int64:
-		return v
-	case int32:
-		return int64(v)
-	case int:
-		return int64(v)
-	}
-	return 0
-}
-
 // supportsResponseAttachments: Dubbo 2.0.2 and later read attachments on
 // responses (Dubbo's Version.isSupportResponseAttachment).
 func supportsResponseAttachments(v string) bool {
+	if v == DubboVersion {
+		return true
+	}
 	if v == "" {
 		return false
 	}
@@ -344,6 +330,7 @@ type invoker struct {
 	url         *kernel.URL
 	version     string
 	attachments map[string]any // sent with every call: path, interface, version, group
+	fixed       sync.Map       // method -> attachments plus its timeout, read-only once stored
 	clients     []*netty.ExchangeClient
 	owned       bool
 	next        atomic.Uint32
@@ -377,6 +364,21 @@ func (iv *invoker) Destroy() {
 	}
 }
 
+// fixedFor returns the attachments every call of method sends: the
+// invoker's plus Dubbo's `timeout` (the configured one, as Dubbo sends it).
+func (iv *invoker) fixedFor(method string, timeout time.Duration) map[string]any {
+	if m, ok := iv.fixed.Load(method); ok {
+		return m.(map[string]any)
+	}
+	m := make(map[string]any, len(iv.attachments)+1)
+	for k, v := range iv.attachments {
+		m[k] = v
+	}
+	m[kernel.KeyTimeout] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	iv.fixed.Store(method, m)
+	return m
+}
+
 // Clients exposes the exchange clients, for tests and diagnostics.
 func (iv *invoker) Clients() []*netty.ExchangeClient { return iv.clients }
 
@@ -392,20 +394,8 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		return kernel.Result{}, kernel.Errorf(kernel.CodeNetwork, "invoker of %s at %s is destroyed", iv.url.ServiceKey(), iv.url.Address())
 	}
 	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
-	att := make(map[string]any, len(iv.attachments)+len(inv.Attachments())+1)
-	for k, v := range inv.Attachments() {
-		att[k] = v
-	}
-	for k, v := range iv.attachments {
-		att[k] = v
-	}
-	remaining := timeout
-	if dl, ok := ctx.Deadline(); ok {
-		remaining = time.Until(dl)
-	}
-	att[kernel.KeyTimeout] = strconv.FormatInt(max(remaining.Milliseconds(), 1), 10)
 	req := &RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
-		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: att}
+		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: inv.Attachments(), Fixed: iv.fixedFor(inv.Method, timeout)}
 	c := iv.client()
 	if !iv.url.MethodParamBool(inv.Method, KeyReturn, true) {
 		return kernel.Result{}, c.Oneway(req)

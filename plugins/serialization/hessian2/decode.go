@@ -32,8 +32,10 @@ type Decoder struct {
 	refs  int      // lists and maps so far: entries of the library's reference table
 	types []string // type names so far, in the library's type-reference order
 	slab  []string // backing store of boxed strings, see box
-	lib   *libDecoder
-	err   error
+	// intern, when set, shares short strings across bodies (see Interner).
+	intern *Interner
+	lib    *libDecoder
+	err    error
 }
 
 // NewDecoder returns a decoder of the values in data. data must not change
@@ -494,7 +496,14 @@ func (d *Decoder) str() (string, error) {
 	d.pos = end
 	if plain {
 		_, hdr, _, _ := stringHeader(d.data, start)
-		return makeString(d.data[start+hdr : end]), nil
+		b := d.data[start+hdr : end]
+		if d.intern != nil && len(b) > 0 && len(b) <= maxInternerLen {
+			if s, ok := interned[string(b)]; ok {
+				return s, nil
+			}
+			return d.intern.get(b), nil
+		}
+		return makeString(b), nil
 	}
 	buf := make([]byte, 0, outLen)
 	for p := start; ; {

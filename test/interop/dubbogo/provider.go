@@ -1,0 +1,109 @@
+package dubbogo
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"dubbo.apache.org/dubbo-go/v3/graceful_shutdown"
+	"dubbo.apache.org/dubbo-go/v3/protocol"
+	"dubbo.apache.org/dubbo-go/v3/server"
+)
+
+var (
+	providerMu      sync.Mutex
+	providerRunning bool
+)
+
+// StartProvider exports EchoService over the dubbo protocol on addr, which
+// must be host:port with an explicit port (use 127.0.0.1 to stay on
+// loopback). It returns once the listener is bound. Only one provider can run
+// in a process at a time.
+//
+// stop unexports the service, closes the listener and the connections the
+// provider had accepted, and closes the provider's goroutine pool, so the port
+// can be bound again at once; it is idempotent. What stays is dubbo-go's
+// process-global state (see the package doc).
+func StartProvider(addr string) (stop func(), err error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dubbogo: provider address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("dubbogo: provider address %q needs an explicit port", addr)
+	}
+	if host == "" {
+		// dubbo-go would bind all interfaces; never do that implicitly.
+		return nil, fmt.Errorf("dubbogo: provider address %q needs an explicit host", addr)
+	}
+	setup()
+
+	providerMu.Lock()
+	defer providerMu.Unlock()
+	if providerRunning {
+		return nil, errors.New("dubbogo: a provider is already running in this process (dubbo-go keeps services in process-global maps)")
+	}
+	// A bind failure inside dubbo-go panics while it holds the dubbo protocol's
+	// server lock, which would wedge the protocol for the whole process: find
+	// out first.
+	probe, err := net.Listen("tcp", net.JoinHostPort(host, portStr))
+	if err != nil {
+		return nil, fmt.Errorf("dubbogo: %w", err)
+	}
+	probe.Close()
+
+	svcOpts, err := export(host, port)
+	if err != nil {
+		return nil, err
+	}
+	providerRunning = true
+	location := net.JoinHostPort(host, portStr)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			providerMu.Lock()
+			defer providerMu.Unlock()
+			svcOpts.Unexport()
+			stopDubboServer(location)
+			providerRunning = false
+		})
+	}, nil
+}
+
+func export(host string, port int) (svcOpts *server.ServiceOptions, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("dubbogo: dubbo-go panicked while exporting: %v", r)
+		}
+	}()
+	srv, err := server.NewServer(
+		server.WithServerProtocol(
+			protocol.WithDubbo(),
+			protocol.WithIp(host),
+			protocol.WithPort(port),
+		),
+		server.WithServerSerialization("hessian2"),
+		server.SetServerTLS(nil),
+		server.SetServerShutdown(graceful_shutdown.NewOptions(graceful_shutdown.WithoutInternalSignal()).Shutdown),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dubbogo: new server: %w", err)
+	}
+	svc := &EchoService{}
+	if err := srv.Register(svc, nil, server.WithInterface(Interface), server.WithNotRegister()); err != nil {
+		return nil, fmt.Errorf("dubbogo: register: %w", err)
+	}
+	svcOpts = srv.GetServiceOptions(svc.Reference())
+	if svcOpts == nil {
+		return nil, errors.New("dubbogo: registered service options not found")
+	}
+	// Serve would block forever in select{} and export the metadata service;
+	// exporting the one service is all a direct-URL provider needs.
+	if err := svcOpts.Export(); err != nil {
+		return nil, fmt.Errorf("dubbogo: export: %w", err)
+	}
+	return svcOpts, nil
+}
