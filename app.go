@@ -43,6 +43,7 @@ type options struct {
 	log     *slog.Logger
 	impls   map[string]any
 	stubs   map[string][]any
+	mocks   map[string]any
 	plugins []fx.Option
 	errs    []error
 }
@@ -76,6 +77,13 @@ func WithReference(id string, stub any) Option {
 	return func(o *options) { o.stubs[id] = append(o.stubs[id], stub) }
 }
 
+// WithMock registers a Go fallback for `mock=true` (under the interface
+// name) or `mock=NAME`: a value with the service's methods that answers when
+// the providers cannot.
+func WithMock(name string, impl any) Option {
+	return func(o *options) { o.mocks[name] = impl }
+}
+
 // WithPlugins adds plugins (see Plugin) or any other fx options.
 func WithPlugins(opts ...fx.Option) Option {
 	return func(o *options) { o.plugins = append(o.plugins, opts...) }
@@ -106,7 +114,7 @@ type App struct {
 // New composes an App. Every config error — unknown keys, unknown extension
 // names, missing implementations — is reported here, before anything starts.
 func New(opts ...Option) (*App, error) {
-	o := &options{impls: map[string]any{}, stubs: map[string][]any{}}
+	o := &options{impls: map[string]any{}, stubs: map[string][]any{}, mocks: map[string]any{}}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -127,7 +135,7 @@ func New(opts ...Option) (*App, error) {
 	a := &App{log: o.log}
 	a.fx = fx.New(
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
-		fx.Supply(cfg, &registry{impls: o.impls, stubs: o.stubs}, o.log),
+		fx.Supply(cfg, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log),
 		fx.Provide(kernel.NewStatusStore),
 		builtins(),
 		fx.Options(o.plugins...),

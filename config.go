@@ -57,6 +57,23 @@ type MethodConfig struct {
 	LoadBalance string `koanf:"loadbalance"`
 	Executes    int    `koanf:"executes"`
 	Actives     int    `koanf:"actives"`
+	Mock        string `koanf:"mock"`
+	Sticky      bool   `koanf:"sticky"`
+	Forks       int    `koanf:"forks"`
+	// Return false makes the method's calls one-way.
+	Return *bool `koanf:"return"`
+}
+
+// RouterConfig is one of Dubbo's condition routing rules,
+// "when => then" (see cluster.ConditionRule).
+type RouterConfig struct {
+	Rule     string `koanf:"rule"`
+	Force    bool   `koanf:"force"`
+	Priority int    `koanf:"priority"`
+	// Runtime is accepted for Dubbo's sake; weft evaluates every rule on
+	// every call.
+	Runtime bool  `koanf:"runtime"`
+	Enabled *bool `koanf:"enabled"`
 }
 
 // ProviderConfig holds the defaults of every service and the services.
@@ -108,15 +125,21 @@ type ReferenceConfig struct {
 	// service of the same App.
 	Protocol string `koanf:"protocol"`
 	// URL lists providers to call directly, separated by ';' as in Dubbo.
-	URL         string                  `koanf:"url"`
-	Cluster     string                  `koanf:"cluster"`
-	LoadBalance string                  `koanf:"loadbalance"`
-	Retries     *int                    `koanf:"retries"`
-	Timeout     int                     `koanf:"timeout"`
-	Actives     int                     `koanf:"actives"`
-	Filter      string                  `koanf:"filter"`
-	Methods     map[string]MethodConfig `koanf:"methods"`
-	Params      map[string]any          `koanf:"params"`
+	URL         string `koanf:"url"`
+	Cluster     string `koanf:"cluster"`
+	LoadBalance string `koanf:"loadbalance"`
+	Retries     *int   `koanf:"retries"`
+	Timeout     int    `koanf:"timeout"`
+	Actives     int    `koanf:"actives"`
+	Filter      string `koanf:"filter"`
+	Mock        string `koanf:"mock"`
+	Sticky      bool   `koanf:"sticky"`
+	Connections int    `koanf:"connections"`
+	// Routers are condition rules applied to this reference's providers;
+	// the tag router (dubbo.tag) is always on.
+	Routers []RouterConfig          `koanf:"routers"`
+	Methods map[string]MethodConfig `koanf:"methods"`
+	Params  map[string]any          `koanf:"params"`
 }
 
 // EnvPrefix starts the environment variables that override config files:

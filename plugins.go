@@ -98,16 +98,23 @@ func builtins() fx.Option {
 			return Extension[extension.Filter]{Name: activelimit.Name, New: value(activelimit.New(st)), Activate: activelimit.Activation()}
 		}),
 
-		Plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance]) Extension[extension.Cluster] {
-			return Extension[extension.Cluster]{Name: cluster.Failover, New: value(cluster.NewFailover(lbs))}
-		}),
-		Plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance]) Extension[extension.Cluster] {
-			return Extension[extension.Cluster]{Name: cluster.Failfast, New: value(cluster.NewFailfast(lbs))}
-		}),
+		clusterPlugin(cluster.Failover, cluster.NewFailover),
+		clusterPlugin(cluster.Failfast, cluster.NewFailfast),
+		clusterPlugin(cluster.Failsafe, cluster.NewFailsafe),
+		clusterPlugin(cluster.Failback, cluster.NewFailback),
+		clusterPlugin(cluster.Forking, cluster.NewForking),
+		clusterPlugin(cluster.Broadcast, cluster.NewBroadcast),
+		clusterPlugin(cluster.Available, cluster.NewAvailable),
 		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.Random, New: value(cluster.NewRandom())}
 		}),
 	)
+}
+
+func clusterPlugin(name string, ctor func(*kernel.Loader[extension.LoadBalance], *slog.Logger) extension.Cluster) fx.Option {
+	return Plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) Extension[extension.Cluster] {
+		return Extension[extension.Cluster]{Name: name, New: func() (extension.Cluster, error) { return ctor(lbs, log), nil }}
+	})
 }
 
 // loaders builds one Loader per point from its group. Each Loader closes its

@@ -41,6 +41,7 @@ type service struct {
 }
 
 type reference struct {
+	routers []extension.Router
 	id      string
 	url     *kernel.URL   // consumer URL
 	targets []*kernel.URL // providers to refer (merged with consumer params)
@@ -59,6 +60,7 @@ func (r *reference) current() (kernel.Invoker, error) {
 type registry struct {
 	impls map[string]any
 	stubs map[string][]any
+	mocks map[string]any
 }
 
 func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
@@ -68,6 +70,19 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs,
 		refs: map[string]*reference{}}
 	var errs []error
+	fallbacks := map[string]kernel.Invoker{}
+	for name, impl := range reg.mocks {
+		inv, err := proxy.NewServiceInvoker(kernel.NewURL("mock", "", 0, name, nil), impl)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mock %q: %w", name, err))
+			continue
+		}
+		fallbacks[name] = inv
+	}
+	clusters.AddWrapper(cluster.MockWrapper(func(name string) (kernel.Invoker, bool) {
+		iv, ok := fallbacks[name]
+		return iv, ok
+	}))
 	fail := func(path string, err error) { errs = append(errs, fmt.Errorf("%s: %w", path, err)) }
 	checkList := func(path, list string) {
 		if err := filters.CheckNames(list); err != nil {
@@ -259,12 +274,29 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 		params[kernel.KeyRetries] = strconv.Itoa(*r)
 	}
 	set(params, kernel.KeyCluster, firstString(rc.Cluster, cc.Cluster))
+	set(params, cluster.KeyMock, rc.Mock)
+	if rc.Sticky {
+		params[cluster.KeySticky] = "true"
+	}
+	setInt(params, "connections", rc.Connections)
 	set(params, kernel.KeyLoadBalance, firstString(rc.LoadBalance, cc.LoadBalance))
 	setInt(params, kernel.KeyActives, first(rc.Actives, cc.Actives))
 	setMethods(params, rc.Methods)
 	flatten(params, "", rc.Params)
 
 	r := &reference{id: id, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params), stubs: reg.stubs[id]}
+	// Dubbo runs the tag router before condition rules.
+	r.routers = append(r.routers, cluster.NewTagRouter(-100))
+	for i, rcfg := range rc.Routers {
+		rule, err := cluster.ParseConditionRule(rcfg.Rule, rcfg.Force, rcfg.Priority)
+		if err != nil {
+			return nil, fmt.Errorf("routers[%d]: %w", i, err)
+		}
+		if rcfg.Enabled != nil {
+			rule.Enabled = *rcfg.Enabled
+		}
+		r.routers = append(r.routers, cluster.NewConditionRouter(rule))
+	}
 	switch {
 	case rc.URL != "":
 		for _, raw := range strings.Split(rc.URL, ";") {
@@ -356,6 +388,13 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 }
 
 func (rt *runtime) refer(ctx context.Context, r *reference) error {
+	// One consumer list, split by scope: cluster-scoped filters run once per
+	// call before routing; the others around each provider's invoker.
+	chain, err := rt.filters.Activate(r.url, kernel.KeyReferenceFilter, kernel.GroupConsumer)
+	if err != nil {
+		return err
+	}
+	clusterFilters, _ := extension.SplitClusterScoped(chain)
 	var invokers []kernel.Invoker
 	for _, t := range r.targets {
 		p, err := rt.protocols.Get(t.Protocol)
@@ -370,16 +409,20 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 		if err != nil {
 			return err
 		}
-		invokers = append(invokers, extension.BuildChain(iv, filters))
+		_, perInvoker := extension.SplitClusterScoped(filters)
+		invokers = append(invokers, extension.BuildChain(iv, perInvoker))
 	}
 	cl, err := rt.clusters.Choose(r.url, "", kernel.KeyCluster)
 	if err != nil {
 		return err
 	}
-	iv, err := cl.Join(cluster.NewStaticDirectory(r.url, invokers))
+	dir := cluster.NewStaticDirectory(r.url, invokers)
+	dir.SetRouters(r.routers)
+	iv, err := cl.Join(dir)
 	if err != nil {
 		return err
 	}
+	iv = extension.BuildChain(iv, clusterFilters)
 	r.invoker.Store(&iv)
 	rt.log.Debug("weft: referred", "reference", r.id, "url", r.url.String())
 	return nil
@@ -456,6 +499,14 @@ func setMethods(params map[string]string, methods map[string]MethodConfig) {
 		set(params, m+"."+kernel.KeyLoadBalance, mc.LoadBalance)
 		setInt(params, m+"."+kernel.KeyExecutes, mc.Executes)
 		setInt(params, m+"."+kernel.KeyActives, mc.Actives)
+		set(params, m+"."+cluster.KeyMock, mc.Mock)
+		if mc.Sticky {
+			params[m+"."+cluster.KeySticky] = "true"
+		}
+		setInt(params, m+"."+cluster.KeyForks, mc.Forks)
+		if mc.Return != nil {
+			params[m+".return"] = strconv.FormatBool(*mc.Return)
+		}
 	}
 }
 

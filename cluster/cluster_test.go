@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type fakeInvoker struct {
 	url   *kernel.URL
@@ -43,9 +47,9 @@ func join(t *testing.T, name, consumerURL string, ps []*fakeInvoker) kernel.Invo
 	lbs.Register(Random, func() (extension.LoadBalance, error) { return NewRandom(), nil }, nil)
 	var c extension.Cluster
 	if name == Failover {
-		c = NewFailover(lbs)
+		c = NewFailover(lbs, quiet)
 	} else {
-		c = NewFailfast(lbs)
+		c = NewFailfast(lbs, quiet)
 	}
 	ivs := make([]kernel.Invoker, len(ps))
 	for i, p := range ps {

@@ -2,56 +2,64 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
-// StaticDirectory is a fixed list of invokers: the providers named by a
-// reference's `url` setting, or a single in-process one.
-type StaticDirectory struct {
+// base is what both directories share: an immutable snapshot of invokers,
+// replaced whole, and the router chain applied on each List.
+type base struct {
 	url       *kernel.URL
-	invokers  []kernel.Invoker
+	invokers  atomic.Pointer[[]kernel.Invoker]
+	routers   *RouterChain
 	destroyed atomic.Bool
 }
 
-// NewStaticDirectory lists invokers for the consumer URL url.
-func NewStaticDirectory(url *kernel.URL, invokers []kernel.Invoker) *StaticDirectory {
-	return &StaticDirectory{url: url, invokers: append([]kernel.Invoker(nil), invokers...)}
+func (d *base) URL() *kernel.URL { return d.url }
+
+// Invokers returns the current snapshot, before routing.
+func (d *base) Invokers() []kernel.Invoker {
+	if p := d.invokers.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
-var _ extension.Directory = (*StaticDirectory)(nil)
+// SetRouters replaces the directory's routers (nil: none).
+func (d *base) SetRouters(routers []extension.Router) { d.routers.SetRouters(routers) }
 
-// URL is the consumer URL.
-func (d *StaticDirectory) URL() *kernel.URL { return d.url }
-
-// List returns the available invokers. It allocates only when some invoker is
-// unavailable.
-func (d *StaticDirectory) List(context.Context, *kernel.Invocation) ([]kernel.Invoker, error) {
+// List returns the available invokers the routers allow for inv. It
+// allocates only when an invoker is unavailable or a router narrows the list.
+func (d *base) List(_ context.Context, inv *kernel.Invocation) ([]kernel.Invoker, error) {
 	if d.destroyed.Load() {
 		return nil, kernel.Errorf(kernel.CodeNoProvider, "directory of %s is destroyed", d.url.ServiceKey())
 	}
-	for i, iv := range d.invokers {
+	all := d.Invokers()
+	list := all
+	for i, iv := range all {
 		if !iv.IsAvailable() {
-			out := append([]kernel.Invoker(nil), d.invokers[:i]...)
-			for _, rest := range d.invokers[i+1:] {
+			list = append([]kernel.Invoker(nil), all[:i]...)
+			for _, rest := range all[i+1:] {
 				if rest.IsAvailable() {
-					out = append(out, rest)
+					list = append(list, rest)
 				}
 			}
-			return out, nil
+			break
 		}
 	}
-	return d.invokers, nil
+	return d.routers.Route(list, d.url, inv), nil
 }
 
 // IsAvailable reports whether any invoker is.
-func (d *StaticDirectory) IsAvailable() bool {
+func (d *base) IsAvailable() bool {
 	if d.destroyed.Load() {
 		return false
 	}
-	for _, iv := range d.invokers {
+	for _, iv := range d.Invokers() {
 		if iv.IsAvailable() {
 			return true
 		}
@@ -59,12 +67,114 @@ func (d *StaticDirectory) IsAvailable() bool {
 	return false
 }
 
+// StaticDirectory is a fixed list of invokers: the providers named by a
+// reference's `url` setting, or a single in-process one.
+type StaticDirectory struct{ base }
+
+// NewStaticDirectory lists invokers for the consumer URL url.
+func NewStaticDirectory(url *kernel.URL, invokers []kernel.Invoker) *StaticDirectory {
+	d := &StaticDirectory{}
+	d.url, d.routers = url, NewRouterChain()
+	list := append([]kernel.Invoker(nil), invokers...)
+	d.invokers.Store(&list)
+	return d
+}
+
+var _ extension.Directory = (*StaticDirectory)(nil)
+
 // Destroy destroys every invoker.
 func (d *StaticDirectory) Destroy() {
 	if d.destroyed.Swap(true) {
 		return
 	}
-	for _, iv := range d.invokers {
+	for _, iv := range d.Invokers() {
 		iv.Destroy()
 	}
+}
+
+// KeyEmptyProtection set to false on a reference lets an empty registry push
+// empty its provider list; by default (true) the last list is kept, since an
+// empty push is more often a registry hiccup than every provider gone.
+const KeyEmptyProtection = "empty.protection"
+
+// RegistryDirectory keeps a reference's invokers in step with a registry: it
+// is the NotifyListener of the consumer's subscription. Each notification is
+// the full provider list: providers that stay keep their invoker (and its
+// connection), new ones are referred, those that left are destroyed.
+type RegistryDirectory struct {
+	base
+	refer func(provider *kernel.URL) (kernel.Invoker, error)
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	byKey map[string]kernel.Invoker
+}
+
+// NewRegistryDirectory returns an empty directory for the consumer URL url;
+// refer turns a provider URL into an invoker (protocol refer plus the
+// per-invoker filter chain).
+func NewRegistryDirectory(url *kernel.URL, refer func(*kernel.URL) (kernel.Invoker, error), log *slog.Logger) *RegistryDirectory {
+	d := &RegistryDirectory{refer: refer, log: log, byKey: map[string]kernel.Invoker{}}
+	d.url, d.routers = url, NewRouterChain()
+	empty := []kernel.Invoker{}
+	d.invokers.Store(&empty)
+	return d
+}
+
+var (
+	_ extension.Directory      = (*RegistryDirectory)(nil)
+	_ extension.NotifyListener = (*RegistryDirectory)(nil)
+)
+
+// Notify replaces the provider list.
+func (d *RegistryDirectory) Notify(urls []*kernel.URL) {
+	if d.destroyed.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(urls) == 0 && d.url.ParamBool(KeyEmptyProtection, true) && len(d.byKey) > 0 {
+		d.log.Warn("weft: registry pushed an empty provider list; keeping the last one", "service", d.url.ServiceKey(), "kept", len(d.byKey))
+		return
+	}
+	next := make(map[string]kernel.Invoker, len(urls))
+	list := make([]kernel.Invoker, 0, len(urls))
+	for _, u := range urls {
+		key := u.String()
+		if _, dup := next[key]; dup {
+			continue
+		}
+		iv, ok := d.byKey[key]
+		if !ok {
+			var err error
+			if iv, err = d.refer(u); err != nil {
+				d.log.Error("weft: cannot refer provider", "url", key, "err", err)
+				continue
+			}
+		}
+		next[key] = iv
+		list = append(list, iv)
+	}
+	d.invokers.Store(&list)
+	for key, iv := range d.byKey {
+		if _, stays := next[key]; !stays {
+			iv.Destroy()
+		}
+	}
+	d.byKey = next
+}
+
+// Destroy destroys every invoker; later notifications are ignored.
+func (d *RegistryDirectory) Destroy() {
+	if d.destroyed.Swap(true) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, iv := range d.byKey {
+		iv.Destroy()
+	}
+	d.byKey = map[string]kernel.Invoker{}
+	empty := []kernel.Invoker{}
+	d.invokers.Store(&empty)
 }

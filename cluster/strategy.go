@@ -2,57 +2,127 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
-// Names of the strategies.
+// Names of the strategies, Dubbo's.
 const (
-	Failover = "failover"
-	Failfast = "failfast"
+	Failover  = "failover"
+	Failfast  = "failfast"
+	Failsafe  = "failsafe"
+	Failback  = "failback"
+	Forking   = "forking"
+	Broadcast = "broadcast"
+	Available = "available"
+)
+
+// URL parameters of the strategies, Dubbo's.
+const (
+	KeySticky         = "sticky"
+	KeyAvailableCheck = "cluster.availablecheck"
+	KeyForks          = "forks"
+	KeyBroadcastFail  = "broadcast.fail.percent"
+	KeyFailbackTasks  = "failbacktasks"
+	KeyRetryPeriod    = "retry.period" // failback, ms
+	DefaultForks      = 2
 )
 
 type doInvoke func(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error)
 
-// strategy is a Cluster whose invokers share the directory plumbing and the
-// deadline; only the failure policy differs.
+// strategy is a Cluster whose invokers share the directory plumbing, the
+// selection rules and the deadline; only the failure policy differs.
 type strategy struct {
 	lbs *kernel.Loader[extension.LoadBalance]
+	log *slog.Logger
 	do  doInvoke
+	// start, when set, gives each joined invoker per-invoker state
+	// (failback's retry queue).
+	start func(c *clusterInvoker)
 }
 
 func (s *strategy) Join(dir extension.Directory) (kernel.Invoker, error) {
-	return &clusterInvoker{dir: dir, lbs: s.lbs, do: s.do}, nil
+	c := &clusterInvoker{dir: dir, lbs: s.lbs, log: s.log, do: s.do, done: make(chan struct{})}
+	if s.start != nil {
+		s.start(c)
+	}
+	return c, nil
 }
 
 // NewFailover is Dubbo's default strategy: on a framework error, try another
 // provider, up to `retries` (default 2) more times; each retry lists the
 // providers again and skips those already tried. Business errors are returned
-// at once, never retried.
-func NewFailover(lbs *kernel.Loader[extension.LoadBalance]) extension.Cluster {
-	return &strategy{lbs: lbs, do: failover}
+// at once, never retried. All tries share the call's one deadline.
+func NewFailover(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
+	return &strategy{lbs: lbs, log: log, do: failover}
 }
 
 // NewFailfast makes one attempt only: for calls that must not repeat.
-func NewFailfast(lbs *kernel.Loader[extension.LoadBalance]) extension.Cluster {
-	return &strategy{lbs: lbs, do: failfast}
+func NewFailfast(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
+	return &strategy{lbs: lbs, log: log, do: failfast}
+}
+
+// NewFailsafe makes one attempt and turns a framework failure into an empty
+// result, logged: for calls whose failure must not reach the caller (audit
+// logs). Business errors still come back.
+func NewFailsafe(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
+	return &strategy{lbs: lbs, log: log, do: failsafe}
+}
+
+// NewAvailable calls the first available provider, without load balancing.
+func NewAvailable(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
+	return &strategy{lbs: lbs, log: log, do: available}
+}
+
+// NewForking calls `forks` providers (default 2) at once and returns the
+// first answer, cancelling the others: for reads where latency matters more
+// than load. A business error is an answer too.
+func NewForking(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
+	return &strategy{lbs: lbs, log: log, do: forking}
+}
+
+// NewBroadcast calls every provider in turn (cache refresh, config push);
+// it fails if any fails, and stops early once `broadcast.fail.percent` of
+// them (default 100) have failed.
+func NewBroadcast(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
+	return &strategy{lbs: lbs, log: log, do: broadcast}
 }
 
 type clusterInvoker struct {
-	dir extension.Directory
-	lbs *kernel.Loader[extension.LoadBalance]
-	do  doInvoke
+	dir    extension.Directory
+	lbs    *kernel.Loader[extension.LoadBalance]
+	log    *slog.Logger
+	do     doInvoke
+	sticky atomic.Pointer[kernel.Invoker]
+	done   chan struct{}
+	closed atomic.Bool
+	fb     *failbackQueue
 }
 
 func (c *clusterInvoker) URL() *kernel.URL  { return c.dir.URL() }
 func (c *clusterInvoker) IsAvailable() bool { return c.dir.IsAvailable() }
-func (c *clusterInvoker) Destroy()          { c.dir.Destroy() }
+
+func (c *clusterInvoker) Destroy() {
+	if c.closed.Swap(true) {
+		return
+	}
+	close(c.done)
+	if c.fb != nil {
+		c.fb.stop()
+	}
+	c.dir.Destroy()
+}
 
 func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
+	if c.closed.Load() {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeNoProvider, "reference to %s is destroyed", c.dir.URL().ServiceKey())
+	}
 	// One deadline for the whole call, retries included.
 	timeout := c.dir.URL().MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -67,34 +137,71 @@ func (c *clusterInvoker) list(ctx context.Context, inv *kernel.Invocation) ([]ke
 	}
 	if len(invokers) == 0 {
 		return nil, kernel.Errorf(kernel.CodeNoProvider,
-			"no provider available for %s.%s; check that a provider is running and its interface, group and version match",
+			"no provider available for %s.%s; check that a provider is running and its interface, group and version match (and what routers allow)",
 			c.dir.URL().ServiceKey(), inv.Method)
 	}
 	return invokers, nil
 }
 
-// pick selects by load balance among the invokers not tried yet, or among all
-// when every one was tried (Dubbo's reselect).
+// pick is Dubbo's AbstractClusterInvoker.select: a sticky invoker if the
+// method is sticky and it is still listed, else the load balancer's choice,
+// reselected when it was already tried or (with cluster.availablecheck,
+// default true) is unavailable.
 func (c *clusterInvoker) pick(invokers, tried []kernel.Invoker, inv *kernel.Invocation) (kernel.Invoker, error) {
+	u := c.dir.URL()
+	sticky := u.MethodParamBool(inv.Method, KeySticky, false)
+	check := u.ParamBool(KeyAvailableCheck, true)
+	if sticky {
+		if p := c.sticky.Load(); p != nil {
+			s := *p
+			if contains(invokers, s) && !contains(tried, s) && (!check || s.IsAvailable()) {
+				return s, nil
+			}
+		}
+	}
+	iv, err := c.doSelect(invokers, tried, inv, check)
+	if err == nil && sticky {
+		c.sticky.Store(&iv)
+	}
+	return iv, err
+}
+
+func (c *clusterInvoker) doSelect(invokers, tried []kernel.Invoker, inv *kernel.Invocation, check bool) (kernel.Invoker, error) {
+	if len(invokers) == 1 {
+		return invokers[0], nil
+	}
 	lb, err := c.lbs.Choose(c.dir.URL(), inv.Method, kernel.KeyLoadBalance)
 	if err != nil {
 		return nil, err
 	}
-	if len(tried) > 0 {
-		fresh := make([]kernel.Invoker, 0, len(invokers))
-		for _, iv := range invokers {
-			if !contains(tried, iv) {
-				fresh = append(fresh, iv)
+	iv := lb.Select(invokers, c.dir.URL(), inv)
+	if !contains(tried, iv) && (!check || iv.IsAvailable()) {
+		return iv, nil
+	}
+	// Reselect among the untried (available) ones, then among the tried
+	// ones still available, else take the next in the list.
+	fresh := make([]kernel.Invoker, 0, len(invokers))
+	for _, x := range invokers {
+		if !contains(tried, x) && (!check || x.IsAvailable()) {
+			fresh = append(fresh, x)
+		}
+	}
+	if len(fresh) == 0 {
+		for _, x := range tried {
+			if x.IsAvailable() && contains(invokers, x) {
+				fresh = append(fresh, x)
 			}
 		}
-		if len(fresh) > 0 {
-			invokers = fresh
+	}
+	if len(fresh) > 0 {
+		return lb.Select(fresh, c.dir.URL(), inv), nil
+	}
+	for i, x := range invokers {
+		if x == iv {
+			return invokers[(i+1)%len(invokers)], nil
 		}
 	}
-	if len(invokers) == 1 {
-		return invokers[0], nil
-	}
-	return lb.Select(invokers, c.dir.URL(), inv), nil
+	return iv, nil
 }
 
 func contains(list []kernel.Invoker, x kernel.Invoker) bool {
@@ -116,6 +223,28 @@ func failfast(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 		return kernel.Result{}, err
 	}
 	return iv.Invoke(ctx, inv)
+}
+
+func failsafe(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
+	res, err := failfast(ctx, c, inv)
+	if err != nil && !kernel.IsBiz(err) {
+		logf(c, "failsafe: ignoring the failure of a call", inv, err)
+		return kernel.Result{}, nil
+	}
+	return res, err
+}
+
+func available(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
+	invokers, err := c.list(ctx, inv)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	for _, iv := range invokers {
+		if iv.IsAvailable() {
+			return iv.Invoke(ctx, inv)
+		}
+	}
+	return kernel.Result{}, kernel.Errorf(kernel.CodeNoProvider, "no available provider for %s.%s", c.dir.URL().ServiceKey(), inv.Method)
 }
 
 func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
@@ -150,11 +279,104 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 		}
 		last = err
 	}
+	return kernel.Result{}, gaveUp(u, inv, "failover", tried, last)
+}
+
+func gaveUp(u *kernel.URL, inv *kernel.Invocation, how string, tried []kernel.Invoker, last error) error {
 	addrs := make([]string, len(tried))
 	for i, iv := range tried {
 		addrs[i] = iv.URL().Address()
 	}
-	return kernel.Result{}, &kernel.Error{Code: kernel.CodeOf(last), Cause: last,
-		Msg: "failover of " + u.ServiceKey() + "." + inv.Method + " gave up after " +
+	return &kernel.Error{Code: kernel.CodeOf(last), Cause: last,
+		Msg: how + " of " + u.ServiceKey() + "." + inv.Method + " gave up after " +
 			strconv.Itoa(len(tried)) + " tries on [" + strings.Join(addrs, ", ") + "]"}
+}
+
+type answer struct {
+	res kernel.Result
+	err error
+}
+
+func forking(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
+	invokers, err := c.list(ctx, inv)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	forks := int(c.dir.URL().MethodParamInt(inv.Method, KeyForks, DefaultForks))
+	selected := invokers
+	if forks > 0 && forks < len(invokers) {
+		selected = make([]kernel.Invoker, 0, forks)
+		for len(selected) < forks {
+			iv, err := c.pick(invokers, selected, inv)
+			if err != nil {
+				return kernel.Result{}, err
+			}
+			if contains(selected, iv) {
+				break
+			}
+			selected = append(selected, iv)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the slower forks stop here
+	answers := make(chan answer, len(selected))
+	for _, iv := range selected {
+		go func() {
+			res, err := iv.Invoke(ctx, inv.Clone())
+			answers <- answer{res, err}
+		}()
+	}
+	var last error
+	for range selected {
+		select {
+		case a := <-answers:
+			if a.err == nil || kernel.IsBiz(a.err) {
+				return a.res, a.err
+			}
+			last = a.err
+		case <-ctx.Done():
+			return kernel.Result{}, kernel.Wrap(kernel.CodeTimeout, ctx.Err(), "forking call of %s.%s: no answer from %d providers in time",
+				c.dir.URL().ServiceKey(), inv.Method, len(selected))
+		}
+	}
+	return kernel.Result{}, gaveUp(c.dir.URL(), inv, "forking", selected, last)
+}
+
+func broadcast(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
+	invokers, err := c.list(ctx, inv)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	percent := c.dir.URL().MethodParamInt(inv.Method, KeyBroadcastFail, 100)
+	if percent < 0 || percent > 100 {
+		percent = 100
+	}
+	limit := int(float64(len(invokers)) * float64(percent) / 100)
+	var (
+		res    kernel.Result
+		failed int
+		last   error
+	)
+	for _, iv := range invokers {
+		r, err := iv.Invoke(ctx, inv.Clone())
+		if err != nil {
+			failed++
+			last = err
+			logf(c, "broadcast: a provider failed", inv, err)
+			if failed >= max(limit, 1) && percent < 100 {
+				break
+			}
+			continue
+		}
+		res = r
+	}
+	if last != nil {
+		return kernel.Result{}, &kernel.Error{Code: kernel.CodeOf(last), Cause: last,
+			Msg: "broadcast of " + c.dir.URL().ServiceKey() + "." + inv.Method + ": " + strconv.Itoa(failed) + " of " + strconv.Itoa(len(invokers)) + " providers failed"}
+	}
+	return res, nil
+}
+
+func logf(c *clusterInvoker, msg string, inv *kernel.Invocation, err error) {
+	c.log.Warn("weft: "+msg, "service", c.dir.URL().ServiceKey(), "method", inv.Method, "err", err)
 }

@@ -44,3 +44,25 @@ type chainNode struct {
 func (c *chainNode) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
 	return c.filter.Invoke(ctx, c.next, inv)
 }
+
+// ClusterScoped marks a consumer filter that runs once per call around the
+// cluster (before routing and load balancing, as Dubbo 3's ClusterFilter),
+// rather than around each provider's invoker after the choice. Filters that
+// prepare the call (context, attachments a router reads) are cluster-scoped;
+// those that count per provider (actives) are not.
+type ClusterScoped interface {
+	ClusterScope()
+}
+
+// SplitClusterScoped divides an activated consumer chain, keeping each part
+// in order.
+func SplitClusterScoped(filters []Filter) (cluster, perInvoker []Filter) {
+	for _, f := range filters {
+		if _, ok := f.(ClusterScoped); ok {
+			cluster = append(cluster, f)
+		} else {
+			perInvoker = append(perInvoker, f)
+		}
+	}
+	return cluster, perInvoker
+}

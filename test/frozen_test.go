@@ -106,7 +106,7 @@ func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
 	lbs.Register(cluster.Random, func() (extension.LoadBalance, error) { return cluster.NewRandom(), nil }, nil)
 	const timeout = 200 * time.Millisecond
 	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", timeout.Milliseconds()))
-	failover, _ := cluster.NewFailover(lbs).Join(cluster.NewStaticDirectory(consumer, invokers))
+	failover, _ := cluster.NewFailover(lbs, slog.New(slog.NewTextHandler(io.Discard, nil))).Join(cluster.NewStaticDirectory(consumer, invokers))
 
 	for _, iv := range invokers {
 		if res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "warm")); err != nil || res.Value != "warm" {

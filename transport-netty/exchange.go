@@ -314,8 +314,8 @@ func (c *ExchangeClient) Oneway(data any) error {
 	return nil
 }
 
-// Request sends data and waits for its response until ctx is done, or for
-// timeout when ctx has no deadline. A call that gives up leaves nothing in
+// Request sends data and waits for its response until ctx is done or timeout
+// has passed, whichever comes first. A call that gives up leaves nothing in
 // the pending table; its response, if it comes, is dropped and counted.
 func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Duration) (*Response, error) {
 	conn, err := c.channel()
@@ -339,7 +339,7 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 	}
 	start := time.Now()
 	var expired <-chan time.Time
-	if _, ok := ctx.Deadline(); !ok && timeout > 0 {
+	if dl, ok := ctx.Deadline(); timeout > 0 && (!ok || time.Until(dl) > timeout) {
 		// Since Go 1.23, Reset and Stop leave no stale tick in the channel.
 		cl.timer.Reset(timeout)
 		expired = cl.timer.C

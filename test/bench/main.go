@@ -33,6 +33,11 @@ type result struct {
 	P99Ms       float64 `json:"p99_ms"`
 	P999Ms      float64 `json:"p999_ms"`
 	Errors      uint64  `json:"errors"`
+	// dubbogo-echo reports microseconds.
+	P50us  float64 `json:"p50_us"`
+	P90us  float64 `json:"p90_us"`
+	P99us  float64 `json:"p99_us"`
+	P999us float64 `json:"p999_us"`
 }
 
 func main() {
@@ -175,6 +180,9 @@ func run(rounds int, dur time.Duration, size int, concList string, names []strin
 					return fmt.Errorf("%s c=%d: bad output %q: %w", s.name, c, out.String(), err)
 				}
 				res.System, res.Concurrency = s.name, c
+				if res.P50Ms == 0 && res.P50us > 0 {
+					res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms = res.P50us/1000, res.P90us/1000, res.P99us/1000, res.P999us/1000
+				}
 				key := fmt.Sprintf("%s/%d", s.name, c)
 				results[key] = append(results[key], res)
 				fmt.Fprintf(os.Stderr, "round %d %-8s c=%-3d %9.0f qps p99 %.2f ms errors %d\n", r+1, s.name, c, res.QPS, res.P99Ms, res.Errors)

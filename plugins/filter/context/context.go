@@ -42,6 +42,10 @@ func (provider) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Inv
 
 type consumer struct{}
 
+// ClusterScope runs the filter once per call, before routing: routers read
+// the attachments it copies (dubbo.tag).
+func (consumer) ClusterScope() {}
+
 func (consumer) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
 	// Attachments a filter already set on this invocation win over the
 	// context's: they are more specific.

@@ -3,6 +3,7 @@ package dubbo_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,9 +21,11 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/echo"
 	"github.com/weftrpc/weft/plugins/filter/generic"
+	"github.com/weftrpc/weft/plugins/filter/timeout"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	"github.com/weftrpc/weft/proxy"
+	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 func TestMain(m *testing.M) {
@@ -44,6 +47,7 @@ func (User) JavaClassName() string { return "org.weft.test.User" }
 type svc struct {
 	fails   atomic.Int64
 	release chan struct{}
+	notes   chan string
 }
 
 func (s *svc) Echo(ctx context.Context, v string) (string, error) {
@@ -68,6 +72,16 @@ func (s *svc) Big(ctx context.Context, n int64) (string, error) {
 	return strings.Repeat("b", int(n)), nil
 }
 
+func (s *svc) Sleep(ctx context.Context, ms int64) (string, error) {
+	time.Sleep(time.Duration(ms) * time.Millisecond)
+	return "slept", nil
+}
+
+func (s *svc) Note(ctx context.Context, v string) error {
+	s.notes <- v
+	return nil
+}
+
 func (s *svc) Block(ctx context.Context) (string, error) {
 	<-s.release
 	return "released", nil
@@ -86,7 +100,7 @@ type env struct {
 // an App's provider chain would have them.
 func start(t *testing.T, params string) *env {
 	t.Helper()
-	e := &env{svc: &svc{release: make(chan struct{})}, provider: dubbo.New(quiet), consumer: dubbo.New(quiet)}
+	e := &env{svc: &svc{release: make(chan struct{}), notes: make(chan string, 16)}, provider: dubbo.New(quiet), consumer: dubbo.New(quiet)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +112,7 @@ func start(t *testing.T, params string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := extension.BuildChain(inner, []extension.Filter{echo.New(), generic.New()})
+	chain := extension.BuildChain(inner, []extension.Filter{echo.New(), generic.New(), timeout.New(quiet)})
 	if _, err := e.provider.Export(context.Background(), chain); err != nil {
 		t.Fatal(err)
 	}
@@ -397,4 +411,61 @@ func TestMalformedInput(t *testing.T) {
 		}
 		check()
 	})
+}
+
+func TestTimeoutStatuses(t *testing.T) {
+	e := start(t, "&sleep.timeout=50")
+	iv := e.refer(t, "&timeout=2000")
+	// The provider's own timeout (50 ms) runs out first: status 31.
+	_, err := call(iv, "sleep", int64(120))
+	var ke *kernel.Error
+	if !errors.As(err, &ke) || ke.Code != kernel.CodeTimeout || !ke.ServerSide {
+		t.Fatalf("provider-side timeout: %v, want a server-side timeout", err)
+	}
+	// The consumer's runs out first: a client-side timeout, and the late
+	// response is dropped and counted.
+	short := e.refer(t, "&timeout=30")
+	_, err = call(short, "sleep", int64(45))
+	if !errors.As(err, &ke) || ke.Code != kernel.CodeTimeout || ke.ServerSide {
+		t.Fatalf("consumer-side timeout: %v, want a client-side timeout", err)
+	}
+}
+
+func TestOnewayCalls(t *testing.T) {
+	e := start(t, "")
+	iv := e.refer(t, "&note.return=false")
+	if _, err := call(iv, "note", "fire-and-forget"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-e.svc.notes:
+		if v != "fire-and-forget" {
+			t.Fatalf("provider got %q", v)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("one-way call never reached the provider")
+	}
+}
+
+type clientsOf interface {
+	Clients() []*netty.ExchangeClient
+}
+
+func TestConnectionsSetting(t *testing.T) {
+	e := start(t, "")
+	shared1 := e.refer(t, "")
+	shared2 := e.refer(t, "")
+	if a, b := shared1.(clientsOf).Clients(), shared2.(clientsOf).Clients(); len(a) != 1 || a[0] != b[0] {
+		t.Fatalf("two references to one address do not share their connection")
+	}
+	own := e.refer(t, "&connections=3")
+	cs := own.(clientsOf).Clients()
+	if len(cs) != 3 || cs[0] == shared1.(clientsOf).Clients()[0] {
+		t.Fatalf("connections=3 gave %d clients", len(cs))
+	}
+	for i := range 6 {
+		if res, err := call(own, "echo", fmt.Sprint(i)); err != nil || res.Value != fmt.Sprint(i) {
+			t.Fatalf("call %d: %v %v", i, res.Value, err)
+		}
+	}
 }

@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+func urlsOf(ivs []kernel.Invoker) string {
+	var out []string
+	for _, iv := range ivs {
+		out = append(out, iv.URL().Address())
+	}
+	return strings.Join(out, ",")
+}
+
+func fleet(specs ...string) []kernel.Invoker {
+	out := make([]kernel.Invoker, len(specs))
+	for i, s := range specs {
+		out[i] = &fakeInvoker{url: kernel.MustParseURL("dubbo://" + s)}
+	}
+	return out
+}
+
+func TestConditionRouter(t *testing.T) {
+	providers := fleet("10.0.0.1:20880/S", "10.0.0.2:20880/S", "10.0.1.1:20881/S?zone=b")
+	consumer := kernel.MustParseURL("consumer://192.168.1.5/S?application=shop")
+	cases := []struct {
+		rule   string
+		force  bool
+		method string
+		args   []any
+		att    map[string]string
+		want   string
+	}{
+		{"method = sayHello => host = 10.0.0.1", false, "sayHello", nil, nil, "10.0.0.1:20880"},
+		{"method = sayHello => host = 10.0.0.1", false, "other", nil, nil, "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881"},
+		{"=> host = 10.0.0.*", false, "m", nil, nil, "10.0.0.1:20880,10.0.0.2:20880"},
+		{"=> host != 10.0.0.*", false, "m", nil, nil, "10.0.1.1:20881"},
+		{"=> port = 20881", false, "m", nil, nil, "10.0.1.1:20881"},
+		{"=> zone = b", false, "m", nil, nil, "10.0.1.1:20881"},
+		{"host = 192.168.1.* => host = 10.0.0.2", false, "m", nil, nil, "10.0.0.2:20880"},
+		{"host = 172.16.* => host = 10.0.0.2", false, "m", nil, nil, "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881"},
+		{"application = shop & method = a,b => host = 10.0.0.1,10.0.1.1", false, "b", nil, nil, "10.0.0.1:20880,10.0.1.1:20881"},
+		{"arguments[0] = vip => port = 20881", false, "m", []any{"vip"}, nil, "10.0.1.1:20881"},
+		{"arguments[0] = vip => port = 20881", false, "m", []any{"plain"}, nil, "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881"},
+		{"attachments[zone] = b => zone = b", false, "m", nil, map[string]string{"zone": "b"}, "10.0.1.1:20881"},
+		// Nothing matches: ignored without force, empty with it.
+		{"=> host = 1.2.3.4", false, "m", nil, nil, "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881"},
+		{"=> host = 1.2.3.4", true, "m", nil, nil, ""},
+		{"method = m =>", true, "m", nil, nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.rule+"/"+c.method, func(t *testing.T) {
+			rule, err := ParseConditionRule(c.rule, c.force, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := kernel.NewInvocation(c.method, c.args...)
+			for k, v := range c.att {
+				inv.SetAttachment(k, v)
+			}
+			if got := urlsOf(NewConditionRouter(rule).Route(providers, consumer, inv)); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestConditionRuleErrors(t *testing.T) {
+	for _, bad := range []string{"host = a", "method => host", "=> = x", "=> arguments[x] = 1", "=> foo[1] = 2", "=> host ="} {
+		if _, err := ParseConditionRule(bad, false, 0); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestTagRouter(t *testing.T) {
+	providers := fleet("a:1/S", "b:1/S?dubbo.tag=gray", "c:1/S?dubbo.tag=gray", "d:1/S?dubbo.tag=blue")
+	r := NewTagRouter(0)
+	call := func(tag, force string) string {
+		inv := kernel.NewInvocation("m")
+		if tag != "" {
+			inv.SetAttachment(KeyTag, tag)
+		}
+		if force != "" {
+			inv.SetAttachment(KeyForceTag, force)
+		}
+		return urlsOf(r.Route(providers, nil, inv))
+	}
+	for _, c := range []struct{ tag, force, want string }{
+		{"", "", "a:1"},
+		{"gray", "", "b:1,c:1"},
+		{"blue", "", "d:1"},
+		{"red", "", "a:1"},
+		{"red", "true", ""},
+	} {
+		if got := call(c.tag, c.force); got != c.want {
+			t.Errorf("tag %q force %q: %q, want %q", c.tag, c.force, got, c.want)
+		}
+	}
+	plain := fleet("a:1/S", "b:1/S")
+	inv := kernel.NewInvocation("m")
+	if a := testing.AllocsPerRun(100, func() { r.Route(plain, nil, inv) }); a != 0 {
+		t.Fatalf("untagged routing allocates %v", a)
+	}
+}
+
+type destroyCounter struct {
+	fakeInvoker
+	destroyed int
+}
+
+func (d *destroyCounter) Destroy() { d.destroyed++ }
+
+func TestRegistryDirectoryNotify(t *testing.T) {
+	referred := map[string]*destroyCounter{}
+	refer := func(u *kernel.URL) (kernel.Invoker, error) {
+		if u.Host == "bad" {
+			return nil, fmt.Errorf("cannot connect")
+		}
+		d := &destroyCounter{fakeInvoker: fakeInvoker{url: u}}
+		referred[u.String()] = d
+		return d, nil
+	}
+	dir := NewRegistryDirectory(kernel.MustParseURL("consumer://h/S"), refer, quiet)
+	a, b, c := kernel.MustParseURL("dubbo://a:1/S"), kernel.MustParseURL("dubbo://b:1/S"), kernel.MustParseURL("dubbo://c:1/S")
+	dir.Notify([]*kernel.URL{a, b})
+	first := dir.Invokers()
+	if urlsOf(first) != "a:1,b:1" {
+		t.Fatalf("after first push: %s", urlsOf(first))
+	}
+	dir.Notify([]*kernel.URL{b, c, kernel.MustParseURL("dubbo://bad:1/S")})
+	if got := urlsOf(dir.Invokers()); got != "b:1,c:1" {
+		t.Fatalf("after second push: %s", got)
+	}
+	if dir.Invokers()[0] != first[1] {
+		t.Fatal("the invoker of b, which stayed, was not reused")
+	}
+	if referred[a.String()].destroyed != 1 || referred[b.String()].destroyed != 0 {
+		t.Fatal("a left but was not destroyed, or b was")
+	}
+	dir.Notify(nil)
+	if got := urlsOf(dir.Invokers()); got != "b:1,c:1" {
+		t.Fatalf("an empty push emptied the list: %q", got)
+	}
+	unprotected := NewRegistryDirectory(kernel.MustParseURL("consumer://h/S?empty.protection=false"), refer, quiet)
+	unprotected.Notify([]*kernel.URL{a})
+	unprotected.Notify(nil)
+	if len(unprotected.Invokers()) != 0 {
+		t.Fatal("empty.protection=false kept the list")
+	}
+	dir.Destroy()
+	if referred[b.String()].destroyed != 1 || referred[c.String()].destroyed != 1 {
+		t.Fatal("Destroy left invokers alive")
+	}
+}
