@@ -436,3 +436,45 @@ func TestTwoAppsShareNothing(t *testing.T) {
 		}
 	}
 }
+
+// Every strategy and balancer is chosen by its name in config, and a call
+// goes through it.
+func TestConfigComposesEveryClusterAndBalancer(t *testing.T) {
+	clusters := []string{"failover", "failfast", "failsafe", "failback", "forking", "broadcast", "available"}
+	balancers := []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "p2c"}
+	for i, cl := range clusters {
+		lb := balancers[i%len(balancers)]
+		t.Run(cl+"/"+lb, func(t *testing.T) {
+			var c greeterClient
+			newApp(t, fmt.Sprintf(`
+protocols: {injvm: {}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter}
+consumer:
+  references:
+    greeter:
+      interface: org.example.Greeter
+      protocol: injvm
+      cluster: %s
+      loadbalance: %s
+      routers: [{rule: "method = nothing => host = nowhere", force: true}]
+      methods: {sayHello: {loadbalance: %s}}
+`, cl, lb, balancers[(i+1)%len(balancers)]), weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c))
+			if got, err := c.SayHello(context.Background(), "x"); err != nil || got != "hello x" {
+				t.Fatalf("%q %v", got, err)
+			}
+		})
+	}
+}
+
+func TestBadRouterRuleFailsAtStartup(t *testing.T) {
+	_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithConfig(weft.ConfigYAML(`
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, protocol: injvm, routers: [{rule: "host = a"}]}
+`)))
+	if err == nil || !strings.Contains(err.Error(), "consumer.references.greeter: routers[0]") || !strings.Contains(err.Error(), "when => then") {
+		t.Fatalf("err = %v", err)
+	}
+}

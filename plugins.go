@@ -108,6 +108,21 @@ func builtins() fx.Option {
 		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.Random, New: value(cluster.NewRandom())}
 		}),
+		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
+			return Extension[extension.LoadBalance]{Name: cluster.RoundRobin, New: func() (extension.LoadBalance, error) { return cluster.NewRoundRobin(), nil }}
+		}),
+		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
+			return Extension[extension.LoadBalance]{Name: cluster.ConsistentHash, New: func() (extension.LoadBalance, error) { return cluster.NewConsistentHash(), nil }}
+		}),
+		Plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
+			return Extension[extension.LoadBalance]{Name: cluster.LeastActive, New: func() (extension.LoadBalance, error) { return cluster.NewLeastActive(st), nil }}
+		}),
+		Plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
+			return Extension[extension.LoadBalance]{Name: cluster.ShortestResponse, New: func() (extension.LoadBalance, error) { return cluster.NewShortestResponse(st), nil }}
+		}),
+		Plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
+			return Extension[extension.LoadBalance]{Name: cluster.P2C, New: func() (extension.LoadBalance, error) { return cluster.NewP2C(st), nil }}
+		}),
 	)
 }
 

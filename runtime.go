@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
@@ -207,6 +208,8 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*se
 		kernel.KeyServiceFilter: joinList(pc.Filter, sc.Filter),
 	}
 	set(params, kernel.KeyApplication, rt.cfg.Application.Name)
+	// When the provider started: consumers ramp its weight up over `warmup`.
+	params[kernel.KeyTimestamp] = strconv.FormatInt(time.Now().UnixMilli(), 10)
 	set(params, kernel.KeyGroup, sc.Group)
 	set(params, kernel.KeyVersion, sc.Version)
 	setInt(params, kernel.KeyTimeout, first(sc.Timeout, pc.Timeout))

@@ -114,30 +114,40 @@ type statusKey struct{ scope, method string }
 
 // StatusStore holds the Status of every (scope, method) pair: scope is a
 // service key for provider-side counts and a provider URL for consumer-side
-// ones. One store belongs to one App; lookups of existing entries do not
-// allocate.
+// ones. One store belongs to one App. Lookups read an immutable map through
+// an atomic pointer — no lock, no allocation — since they happen on every
+// call of every balancer and limit filter, while new pairs appear rarely.
 type StatusStore struct {
-	mu sync.RWMutex
-	m  map[statusKey]*Status
+	mu sync.Mutex // serialises writers
+	m  atomic.Pointer[map[statusKey]*Status]
 }
 
 // NewStatusStore makes an empty store.
-func NewStatusStore() *StatusStore { return &StatusStore{m: map[statusKey]*Status{}} }
+func NewStatusStore() *StatusStore {
+	st := &StatusStore{}
+	m := map[statusKey]*Status{}
+	st.m.Store(&m)
+	return st
+}
 
 // Get returns the Status of scope and method, creating it on first use.
 func (st *StatusStore) Get(scope, method string) *Status {
 	k := statusKey{scope, method}
-	st.mu.RLock()
-	s := st.m[k]
-	st.mu.RUnlock()
-	if s != nil {
+	if s := (*st.m.Load())[k]; s != nil {
 		return s
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if s = st.m[k]; s == nil {
-		s = &Status{}
-		st.m[k] = s
+	old := *st.m.Load()
+	if s := old[k]; s != nil {
+		return s
 	}
+	next := make(map[statusKey]*Status, len(old)+1)
+	for key, v := range old {
+		next[key] = v
+	}
+	s := &Status{}
+	next[k] = s
+	st.m.Store(&next)
 	return s
 }

@@ -82,6 +82,26 @@ func startChild(t *testing.T) (string, *exec.Cmd) {
 	return addr, cmd
 }
 
+// waitStopped waits until the kernel reports the process stopped: a signal
+// is delivered asynchronously, and a call sent before it lands is answered.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		s := string(stat)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) && s[i+2] == 'T' {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("process %d did not stop", pid)
+}
+
 type clientsOf interface {
 	Clients() []*netty.ExchangeClient
 }
@@ -115,6 +135,8 @@ func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
 	}
 	child1.Process.Signal(syscall.SIGSTOP)
 	child2.Process.Signal(syscall.SIGSTOP)
+	waitStopped(t, child1.Process.Pid)
+	waitStopped(t, child2.Process.Pid)
 
 	type outcome struct {
 		took time.Duration

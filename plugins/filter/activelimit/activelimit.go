@@ -17,9 +17,12 @@ import (
 // Name is the filter's extension name.
 const Name = "activelimit"
 
-// Activation: consumers whose URL sets `actives`.
+// Activation: consumers whose URL sets `actives`, and those whose load
+// balancer reads the counters this filter keeps (Dubbo counts them in its
+// always-on MonitorFilter; weft counts here, once).
 func Activation() *kernel.Activate {
-	return &kernel.Activate{Groups: []string{kernel.GroupConsumer}, Keys: []string{kernel.KeyActives}}
+	return &kernel.Activate{Groups: []string{kernel.GroupConsumer}, Keys: []string{kernel.KeyActives,
+		"loadbalance:leastactive", "loadbalance:shortestresponse", "loadbalance:p2c"}}
 }
 
 // New returns the filter counting in stats.
