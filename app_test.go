@@ -131,7 +131,7 @@ provider:
 consumer:
   references:
     greeter: {interface: org.example.Greeter, protocol: injvm, loadbalance: rondom}`,
-			[]string{"consumer.references.greeter.loadbalance", `unknown loadbalance extension "rondom"`, "known: random"}},
+			[]string{"consumer.references.greeter.loadbalance", `unknown loadbalance extension "rondom"`, "known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse"}},
 		{"unknown method load balancer", `
 consumer:
   references:
