@@ -140,6 +140,11 @@ consumer:
       protocol: injvm
       methods: {sayHello: {loadbalance: nope}}`,
 			[]string{"consumer.references.greeter.methods.sayHello.loadbalance", `"nope"`}},
+		{"unknown router", `
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, protocol: injvm, routers: [{type: script, rule: "x"}]}`,
+			[]string{"consumer.references.greeter: routers[0]", `unknown router extension "script"`, "known: condition, tag"}},
 		{"unknown cluster", `
 consumer:
   cluster: failwhale`,

@@ -67,6 +67,8 @@ type MethodConfig struct {
 // RouterConfig is one of Dubbo's condition routing rules,
 // "when => then" (see cluster.ConditionRule).
 type RouterConfig struct {
+	// Type is the router extension; condition when empty.
+	Type     string `koanf:"type"`
 	Rule     string `koanf:"rule"`
 	Force    bool   `koanf:"force"`
 	Priority int    `koanf:"priority"`

@@ -35,6 +35,7 @@ const (
 	groupFilter      = `group:"weft.filter"`
 	groupCluster     = `group:"weft.cluster"`
 	groupLoadBalance = `group:"weft.loadbalance"`
+	groupRouter      = `group:"weft.router"`
 )
 
 func groupOf[T any]() string {
@@ -48,6 +49,8 @@ func groupOf[T any]() string {
 		return groupCluster
 	case *extension.LoadBalance:
 		return groupLoadBalance
+	case *extension.RouterFactory:
+		return groupRouter
 	}
 	panic("weft: no extension group for this type")
 }
@@ -98,6 +101,13 @@ func builtins() fx.Option {
 			return Extension[extension.Filter]{Name: activelimit.Name, New: value(activelimit.New(st)), Activate: activelimit.Activation()}
 		}),
 
+		Plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
+			return Extension[extension.RouterFactory]{Name: cluster.ConditionRouterName, New: value[extension.RouterFactory](cluster.ConditionRouterFactory{})}
+		}),
+		Plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
+			return Extension[extension.RouterFactory]{Name: cluster.TagRouterName, New: value[extension.RouterFactory](cluster.TagRouterFactory{})}
+		}),
+
 		clusterPlugin(cluster.Failover, cluster.NewFailover),
 		clusterPlugin(cluster.Failfast, cluster.NewFailfast),
 		clusterPlugin(cluster.Failsafe, cluster.NewFailsafe),
@@ -140,6 +150,7 @@ func loaders() fx.Option {
 		loader[extension.Filter]("filter", extension.DefaultFilter),
 		loader[extension.Cluster]("cluster", extension.DefaultCluster),
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),
+		loader[extension.RouterFactory]("router", extension.DefaultRouter),
 	)
 }
 

@@ -26,6 +26,7 @@ type runtime struct {
 	filters   *kernel.Loader[extension.Filter]
 	clusters  *kernel.Loader[extension.Cluster]
 	lbs       *kernel.Loader[extension.LoadBalance]
+	routers   *kernel.Loader[extension.RouterFactory]
 
 	services []*service
 	refs     map[string]*reference
@@ -67,8 +68,9 @@ type registry struct {
 func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
+	routers *kernel.Loader[extension.RouterFactory],
 ) (*runtime, error) {
-	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs,
+	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
 		refs: map[string]*reference{}}
 	var errs []error
 	fallbacks := map[string]kernel.Invoker{}
@@ -288,17 +290,27 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 	flatten(params, "", rc.Params)
 
 	r := &reference{id: id, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params), stubs: reg.stubs[id]}
-	// Dubbo runs the tag router before condition rules.
-	r.routers = append(r.routers, cluster.NewTagRouter(-100))
+	// The tag router is always on (it passes untagged traffic through);
+	// configured rules come after it.
+	tag, err := rt.router(kernel.NewURL(cluster.TagRouterName, "0.0.0.0", 0, rc.Interface, nil))
+	if err != nil {
+		return nil, err
+	}
+	r.routers = append(r.routers, tag)
 	for i, rcfg := range rc.Routers {
-		rule, err := cluster.ParseConditionRule(rcfg.Rule, rcfg.Force, rcfg.Priority)
+		kind := rcfg.Type
+		if kind == "" {
+			kind = extension.DefaultRouter
+		}
+		p := map[string]string{"rule": rcfg.Rule, "force": strconv.FormatBool(rcfg.Force), "priority": strconv.Itoa(rcfg.Priority)}
+		if rcfg.Enabled != nil {
+			p["enabled"] = strconv.FormatBool(*rcfg.Enabled)
+		}
+		router, err := rt.router(kernel.NewURL(kind, "0.0.0.0", 0, rc.Interface, p))
 		if err != nil {
 			return nil, fmt.Errorf("routers[%d]: %w", i, err)
 		}
-		if rcfg.Enabled != nil {
-			rule.Enabled = *rcfg.Enabled
-		}
-		r.routers = append(r.routers, cluster.NewConditionRouter(rule))
+		r.routers = append(r.routers, router)
 	}
 	switch {
 	case rc.URL != "":
@@ -346,6 +358,16 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 		}
 	}
 	return r, nil
+}
+
+// router builds the router a router URL describes; its protocol names the
+// factory.
+func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
+	f, err := rt.routers.Get(u.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	return f.GetRouter(u)
 }
 
 // mergeURL lays the consumer's parameters over a provider URL, as Dubbo's

@@ -45,3 +45,32 @@ func (c *RouterChain) Route(invokers []kernel.Invoker, url *kernel.URL, inv *ker
 	}
 	return invokers
 }
+
+// Router kinds, the names of their factories.
+const (
+	ConditionRouterName = "condition"
+	TagRouterName       = "tag"
+)
+
+// ConditionRouterFactory builds condition routers from URLs such as
+// condition://0.0.0.0/org.example.Greeter?rule=host%3D10.0.0.1%20%3D%3E%20port%3D20881&force=true&priority=1
+type ConditionRouterFactory struct{}
+
+// GetRouter parses the URL's rule.
+func (ConditionRouterFactory) GetRouter(u *kernel.URL) (extension.Router, error) {
+	rule, err := ParseConditionRule(u.Param("rule"), u.ParamBool("force", false), int(u.ParamInt("priority", 0)))
+	if err != nil {
+		return nil, err
+	}
+	rule.Enabled = u.ParamBool("enabled", true)
+	return NewConditionRouter(rule), nil
+}
+
+// TagRouterFactory builds the tag router; `priority` defaults to -100 so
+// that it runs before condition rules, as in Dubbo.
+type TagRouterFactory struct{}
+
+// GetRouter returns a tag router.
+func (TagRouterFactory) GetRouter(u *kernel.URL) (extension.Router, error) {
+	return NewTagRouter(int(u.ParamInt("priority", -100))), nil
+}

@@ -10,8 +10,8 @@ import (
 const (
 	DefaultCluster     = "failover"
 	DefaultLoadBalance = "random"
-	// DefaultRouter is empty: routers are activated into a chain, not chosen.
-	DefaultRouter = ""
+	// DefaultRouter is the kind of a routing rule that names none.
+	DefaultRouter = "condition"
 )
 
 // Directory lists the invokers of one referred service: a fixed list from
@@ -43,4 +43,11 @@ type Router interface {
 	Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker
 	// Priority orders routers in a chain: lower runs first.
 	Priority() int
+}
+
+// RouterFactory builds a Router from its URL, as Dubbo's RouterFactory does:
+// the URL's protocol is the router's kind (condition, tag), its parameters
+// the rule (`rule`, `force`, `priority`, ...).
+type RouterFactory interface {
+	GetRouter(url *kernel.URL) (Router, error)
 }
