@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -256,5 +257,63 @@ consumer:
 	defer app.Stop(context.Background())
 	if got, err := c.Who(context.Background(), "x"); err != nil || got != "from-go-fallback" {
 		t.Fatalf("mock=true: %q %v", got, err)
+	}
+}
+
+// tagger is a cluster-scoped consumer filter: it runs before routing, so
+// the tag it sets decides where the call goes.
+type tagger struct{ seen *atomic.Int64 }
+
+func (tagger) ClusterScope() {}
+func (t tagger) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	t.seen.Add(1)
+	inv.SetAttachment("dubbo.tag", "gray")
+	return next.Invoke(ctx, inv)
+}
+
+// recorder is a per-invoker filter: it runs after the choice and sees the
+// chosen provider.
+type recorder struct {
+	mu    *sync.Mutex
+	addrs map[string]int
+}
+
+func (r recorder) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	r.mu.Lock()
+	r.addrs[next.URL().Address()]++
+	r.mu.Unlock()
+	return next.Invoke(ctx, inv)
+}
+
+func TestClusterFiltersRunBeforeRoutingInvokerFiltersAfter(t *testing.T) {
+	nodes, _, addrs := threeNodes(t)
+	var seen atomic.Int64
+	rec := recorder{mu: &sync.Mutex{}, addrs: map[string]int{}}
+	var c nodeClient
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("node", &c),
+		weft.WithFilter("tagger", nil, func() (extension.Filter, error) { return tagger{&seen}, nil }),
+		weft.WithFilter("recorder", nil, func() (extension.Filter, error) { return rec, nil }),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+consumer:
+  references:
+    node: {interface: org.weft.Node, url: "dubbo://%s?dubbo.tag=gray;dubbo://%s;dubbo://%s", filter: "recorder,tagger"}
+`, addrs[0], addrs[1], addrs[2]))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	for range 20 {
+		if got, err := c.Who(context.Background(), "x"); err != nil || got != "n0" {
+			t.Fatalf("tagged call went to %q (%v), want n0, the gray one", got, err)
+		}
+	}
+	if seen.Load() != 20 || rec.addrs[addrs[0]] != 20 || len(rec.addrs) != 1 {
+		t.Fatalf("cluster filter ran %d times; per-invoker filter saw %v", seen.Load(), rec.addrs)
+	}
+	if nodes[1].calls.Load()+nodes[2].calls.Load() != 0 {
+		t.Fatal("untagged providers got tagged calls")
 	}
 }
