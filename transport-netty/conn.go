@@ -70,13 +70,15 @@ func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log
 	now := time.Now().UnixNano()
 	c.lastRead.Store(now)
 	c.lastWrite.Store(now)
+	// Counted before anyone can see the connection: a Close racing with
+	// start then waits for loops that are sure to run (and end at once).
+	c.loops.Add(2)
 	return c
 }
 
 // start runs the loops and reports the connection to the handler.
 func (c *Conn) start() {
 	c.handler.Connected(c)
-	c.loops.Add(2)
 	go c.writeLoop()
 	go c.readLoop()
 }
