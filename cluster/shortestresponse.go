@@ -54,12 +54,10 @@ type srWindow struct {
 	elapsed0 atomic.Int64 // ns
 }
 
-// counters returns the Status's finished calls and their summed duration.
-// Status exposes the average only; average × count is the sum to within one
-// nanosecond per call.
+// counters returns the Status's succeeded calls and their summed duration:
+// as in Dubbo, a provider that fails fast must not look fast.
 func counters(st *kernel.Status) (calls, elapsedNs int64) {
-	calls = st.Total()
-	return calls, int64(st.AverageElapsed()) * calls
+	return st.Succeeded(), int64(st.SucceededElapsed())
 }
 
 func (w *srWindow) reset() {

@@ -16,6 +16,8 @@ type Status struct {
 	failed    atomic.Int64
 	elapsedNs atomic.Int64
 	maxNs     atomic.Int64
+	okCount   atomic.Int64
+	okNs      atomic.Int64
 
 	waiters atomic.Int64
 	mu      sync.Mutex
@@ -30,6 +32,13 @@ func (s *Status) Total() int64 { return s.total.Load() }
 
 // Failed is the number of finished calls that failed.
 func (s *Status) Failed() int64 { return s.failed.Load() }
+
+// Succeeded is the number of finished calls that succeeded.
+func (s *Status) Succeeded() int64 { return s.okCount.Load() }
+
+// SucceededElapsed is the summed duration of the calls that succeeded:
+// what Dubbo's shortestresponse balancer averages over a window.
+func (s *Status) SucceededElapsed() time.Duration { return time.Duration(s.okNs.Load()) }
 
 // AverageElapsed is the mean duration of finished calls.
 func (s *Status) AverageElapsed() time.Duration {
@@ -89,10 +98,13 @@ func (s *Status) Begin(ctx context.Context, max int64) error {
 func (s *Status) End(elapsed time.Duration, ok bool) {
 	s.active.Add(-1)
 	s.total.Add(1)
-	if !ok {
+	ns := int64(elapsed)
+	if ok {
+		s.okCount.Add(1)
+		s.okNs.Add(ns)
+	} else {
 		s.failed.Add(1)
 	}
-	ns := int64(elapsed)
 	s.elapsedNs.Add(ns)
 	for {
 		m := s.maxNs.Load()
