@@ -31,8 +31,13 @@ type URL struct {
 	// methods indexes every parameter whose name contains a dot by the part
 	// before the first dot, so MethodParam needs no string concatenation.
 	methods map[string]map[string]string
-	str     string
-	svcKey  string
+	// ints and methodInts hold the parameters that are integers, parsed
+	// once: balancers read weight, timestamp and warmup of every provider
+	// on every call.
+	ints       map[string]int64
+	methodInts map[string]map[string]int64
+	str        string
+	svcKey     string
 }
 
 // NewURL builds a URL from its parts. params is copied.
@@ -123,8 +128,16 @@ func copyParams(p map[string]string, extra int) map[string]string {
 // setParams takes ownership of p and builds the indexes and the canonical form.
 func (u *URL) setParams(p map[string]string) {
 	u.params = p
-	u.methods = nil
+	u.methods, u.ints, u.methodInts = nil, nil, nil
 	for k, v := range p {
+		n, err := strconv.ParseInt(v, 10, 64)
+		isInt := err == nil
+		if isInt {
+			if u.ints == nil {
+				u.ints = map[string]int64{}
+			}
+			u.ints[k] = n
+		}
 		if m, key, ok := strings.Cut(k, "."); ok && m != "" && key != "" {
 			if u.methods == nil {
 				u.methods = map[string]map[string]string{}
@@ -135,6 +148,17 @@ func (u *URL) setParams(p map[string]string) {
 				u.methods[m] = mm
 			}
 			mm[key] = v
+			if isInt {
+				if u.methodInts == nil {
+					u.methodInts = map[string]map[string]int64{}
+				}
+				mi := u.methodInts[m]
+				if mi == nil {
+					mi = map[string]int64{}
+					u.methodInts[m] = mi
+				}
+				mi[key] = n
+			}
 		}
 	}
 	u.str = u.format()
@@ -208,7 +232,12 @@ func (u *URL) ParamOr(k, def string) string {
 
 // ParamInt returns the parameter k as an integer, or def when it is unset or
 // not a number.
-func (u *URL) ParamInt(k string, def int64) int64 { return atoiOr(u.params[k], def) }
+func (u *URL) ParamInt(k string, def int64) int64 {
+	if n, ok := u.ints[k]; ok {
+		return n
+	}
+	return def
+}
 
 // ParamBool returns the parameter k as a boolean, or def when unset.
 func (u *URL) ParamBool(k string, def bool) bool { return boolOr(u.params[k], def) }
@@ -232,7 +261,13 @@ func (u *URL) MethodParamOr(method, k, def string) string {
 
 // MethodParamInt is MethodParam as an integer, or def.
 func (u *URL) MethodParamInt(method, k string, def int64) int64 {
-	return atoiOr(u.MethodParam(method, k), def)
+	if v, ok := u.methods[method][k]; ok && v != "" {
+		if n, ok := u.methodInts[method][k]; ok {
+			return n
+		}
+		return def
+	}
+	return u.ParamInt(k, def)
 }
 
 // MethodParamBool is MethodParam as a boolean, or def.
@@ -321,17 +356,6 @@ func ServiceKey(iface, group, version string) string {
 		b.WriteString(version)
 	}
 	return b.String()
-}
-
-func atoiOr(s string, def int64) int64 {
-	if s == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return def
-	}
-	return n
 }
 
 func boolOr(s string, def bool) bool {
