@@ -1,0 +1,17 @@
+// The required guest exports of weft's WASM filter ABI v1. An entry file (a
+// filter) re-exports them with `export * from "../exports";`. The optional
+// weft_on_response is in on_response.ts.
+
+import { ABI_VERSION, alloc, dispatch } from "./weft";
+
+export function weft_abi_version(): i32 {
+  return ABI_VERSION;
+}
+
+export function weft_alloc(size: i32): usize {
+  return alloc(size);
+}
+
+export function weft_on_request(): i32 {
+  return dispatch(false);
+}

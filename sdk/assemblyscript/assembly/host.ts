@@ -1,0 +1,57 @@
+// The host functions of weft's WASM filter ABI v1 (sdk/ABI.md), module
+// "weft". Strings are (ptr, len) pairs of UTF-8 bytes in this module's memory;
+// functions that return data write a pointer and a length (little-endian
+// i32, into buffers the host got from weft_alloc) at retPtrPtr and retLenPtr.
+// Prefer the API of weft.ts.
+
+// @ts-ignore: decorator
+@external("weft", "get_service")
+export declare function get_service(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_method")
+export declare function get_method(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_side")
+export declare function get_side(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_arguments")
+export declare function get_arguments(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_remote_address")
+export declare function get_remote_address(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_attachment")
+export declare function get_attachment(keyPtr: usize, keyLen: usize, retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "set_attachment")
+export declare function set_attachment(keyPtr: usize, keyLen: usize, valPtr: usize, valLen: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "remove_attachment")
+export declare function remove_attachment(keyPtr: usize, keyLen: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_config")
+export declare function get_config(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_result")
+export declare function get_result(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "get_error")
+export declare function get_error(retPtrPtr: usize, retLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "reject")
+export declare function reject(code: i32, msgPtr: usize, msgLen: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "log")
+export declare function log(level: i32, msgPtr: usize, msgLen: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "counter_add")
+export declare function counter_add(keyPtr: usize, keyLen: usize, delta: i64, windowMs: i64): i64;
+// @ts-ignore: decorator
+@external("weft", "now_ms")
+export declare function now_ms(): i64;
+
+/** Status codes of the host functions. */
+export const STATUS_OK: i32 = 0;
+export const STATUS_NOT_FOUND: i32 = 1;
+export const STATUS_BAD_ARGUMENT: i32 = 2;
+export const STATUS_ALLOC_FAILED: i32 = 3;

@@ -1,0 +1,429 @@
+// AssemblyScript guest SDK of weft's WASM filter ABI v1 (sdk/ABI.md).
+//
+// A filter is an entry file that registers its handlers at top level and
+// re-exports the ABI's guest exports:
+//
+//   import { onRequest, Call, Action, Code } from "../weft";
+//   export * from "../exports";
+//
+//   onRequest((c: Call): Action => {
+//     if (c.attachment("token") == null) return c.reject(Code.Forbidden, "no token");
+//     return Action.Continue;
+//   });
+//
+// (a filter that registers onResponse adds `export * from "../on_response";`),
+// built with build.sh (asc --runtime minimal --exportStart _initialize
+// --use abort=... -O3).
+//
+// Memory: the SDK is built for the minimal runtime (TLSF allocator with a
+// mark & sweep collector that runs only when called). Buffers the host fills
+// through weft_alloc come from heap.alloc, outside the garbage collector:
+// nothing can collect them while the host writes into them or before the
+// guest has copied them into strings; the SDK frees them all when the
+// callback returns. The SDK then runs a full collection (__collect), at the
+// one point where it is safe for this runtime: the callback's stack is
+// unwound, so every object still in use is reachable from a global.
+// A filter must not call __collect itself.
+
+import * as host from "./host";
+import { JSONValue, parseJSON, lastJSONError } from "./json";
+
+export { JSONValue, JSONKind, parseJSON } from "./json";
+
+/** The version of the ABI this SDK implements. */
+export const ABI_VERSION: i32 = 1;
+
+/** What a callback tells the host to do with the call. */
+export enum Action {
+  /** Let the call go on, with any attachment changes made. */
+  Continue = 0,
+  /** Fail the call with the code and message given to Call.reject. */
+  Reject = 1,
+}
+
+/** weft's error codes (Dubbo's RpcException codes). */
+export enum Code {
+  Unknown = 0,
+  Network = 1,
+  Timeout = 2,
+  Biz = 3,
+  Forbidden = 4,
+  Serialization = 5,
+  NoProvider = 6,
+  LimitExceeded = 7,
+}
+
+/** Log levels of the App's logger. */
+export enum Level {
+  Debug = 0,
+  Info = 1,
+  Warn = 2,
+  Error = 3,
+}
+
+export type Handler = (c: Call) => Action;
+
+let requestHandler: Handler | null = null;
+let responseHandler: Handler | null = null;
+
+/** Registers the handler run before each call goes on (at top level). */
+export function onRequest(h: Handler): void {
+  requestHandler = h;
+}
+
+/**
+ * Registers the handler run after each call's result came back. The entry
+ * file must also export weft_on_response: `export * from "../on_response";`
+ * (without it, every call is rejected with a message saying so).
+ */
+export function onResponse(h: Handler): void {
+  responseHandler = h;
+}
+
+let responseExported = false;
+
+/** Called by on_response.ts: the module exports weft_on_response. */
+export function markResponseExported(): void {
+  responseExported = true;
+}
+
+// ---- memory shared with the host -------------------------------------------
+
+// Blocks handed to the host by weft_alloc during the current callback.
+// A raw list (not a managed Array) so that no allocation of the collector's
+// happens in weft_alloc.
+const MAX_BLOCKS: i32 = 64;
+const blocks = memory.data(MAX_BLOCKS * sizeof<usize>());
+let nblocks: i32 = 0;
+
+// The two out-parameters of the host functions that return data.
+const retPtr = memory.data(8);
+const retLen = retPtr + 4;
+
+/** weft_alloc: `size` bytes the host may write, freed when the callback ends. */
+export function alloc(size: i32): usize {
+  if (size < 0 || size > (1 << 30)) return 0;
+  // Each result is copied and freed as soon as its host function returns,
+  // so the list holds one block; a host that asks for more is broken.
+  if (nblocks == MAX_BLOCKS) return 0;
+  let p = heap.alloc(<usize>max(size, 1));
+  store<usize>(blocks + (<usize>nblocks << alignof<usize>()), p);
+  nblocks++;
+  return p;
+}
+
+function release(): void {
+  for (let i = 0; i < nblocks; i++) {
+    heap.free(load<usize>(blocks + (<usize>i << alignof<usize>())));
+  }
+  nblocks = 0;
+}
+
+function statusName(status: i32): string {
+  if (status == host.STATUS_BAD_ARGUMENT) return "BAD_ARGUMENT";
+  if (status == host.STATUS_ALLOC_FAILED) return "ALLOC_FAILED (out of memory)";
+  return "status " + status.toString();
+}
+
+// Result of a host function that returns data: the string, null when
+// NOT_FOUND; any other status is a bug or out of memory, and traps.
+function result(name: string, status: i32): string | null {
+  if (status == host.STATUS_OK) {
+    let s = String.UTF8.decodeUnsafe(load<u32>(retPtr), load<u32>(retLen));
+    release(); // copied: give the host's buffer back at once
+    return s;
+  }
+  if (status == host.STATUS_NOT_FOUND) return null;
+  throw new Error("weft: " + name + ": " + statusName(status));
+}
+
+function clearRet(): void {
+  store<u64>(retPtr, 0);
+}
+
+/** UTF-8 bytes of s for the host (lone surrogates become U+FFFD). */
+function utf8(s: string): ArrayBuffer {
+  return String.UTF8.encode(s, false, String.UTF8.ErrorMode.REPLACE);
+}
+
+// ---- the call ----------------------------------------------------------------
+
+/** The call a callback handles; valid only during that callback. */
+export class Call {
+  private _method: string | null = null;
+  private _service: string | null = null;
+  private _side: string | null = null;
+
+  constructor(public readonly isResponse: bool) {}
+
+  /** The method name as on the wire (sayHello). */
+  method(): string {
+    let m = this._method;
+    if (m == null) {
+      clearRet();
+      m = result("get_method", host.get_method(retPtr, retLen));
+      if (m == null) m = "";
+      this._method = m;
+    }
+    return m;
+  }
+
+  /** The service key, group/interface:version. */
+  service(): string {
+    let s = this._service;
+    if (s == null) {
+      clearRet();
+      s = result("get_service", host.get_service(retPtr, retLen));
+      if (s == null) s = "";
+      this._service = s;
+    }
+    return s;
+  }
+
+  /** "provider" or "consumer". */
+  side(): string {
+    let s = this._side;
+    if (s == null) {
+      clearRet();
+      s = result("get_side", host.get_side(retPtr, retLen));
+      if (s == null) s = "";
+      this._side = s;
+    }
+    return s;
+  }
+
+  /** The arguments as a JSON array (computed by the host when asked). */
+  arguments(): string {
+    clearRet();
+    let s = result("get_arguments", host.get_arguments(retPtr, retLen));
+    return s == null ? "[]" : s;
+  }
+
+  /** The peer's host:port on a provider; null in process. */
+  remoteAddress(): string | null {
+    clearRet();
+    return result("get_remote_address", host.get_remote_address(retPtr, retLen));
+  }
+
+  /** One attachment as text (non-string values formatted); null when absent. */
+  attachment(key: string): string | null {
+    let k = utf8(key);
+    clearRet();
+    return result("get_attachment",
+      host.get_attachment(changetype<usize>(k), k.byteLength, retPtr, retLen));
+  }
+
+  /** Sets an attachment; on response, a provider sends it back with the result. */
+  setAttachment(key: string, value: string): bool {
+    let k = utf8(key);
+    let v = utf8(value);
+    return host.set_attachment(changetype<usize>(k), k.byteLength,
+      changetype<usize>(v), v.byteLength) == host.STATUS_OK;
+  }
+
+  /** Removes an attachment (true also when it was absent). */
+  removeAttachment(key: string): bool {
+    let k = utf8(key);
+    let st = host.remove_attachment(changetype<usize>(k), k.byteLength);
+    return st == host.STATUS_OK || st == host.STATUS_NOT_FOUND;
+  }
+
+  /** On response: the result value as JSON; null when the call failed. */
+  result(): string | null {
+    clearRet();
+    return result("get_result", host.get_result(retPtr, retLen));
+  }
+
+  /** On response: the error message; null when the call succeeded. */
+  errorMessage(): string | null {
+    clearRet();
+    return result("get_error", host.get_error(retPtr, retLen));
+  }
+
+  /** The filter's config (see config()). */
+  config(): JSONValue {
+    return config();
+  }
+
+  /**
+   * Records why the call is rejected and returns Action.Reject:
+   * `return c.reject(Code.Forbidden, "no token")`. A code outside 0-7 becomes
+   * Code.Unknown with the code at the start of the message.
+   */
+  reject(code: Code, msg: string): Action {
+    rejectWith(code, msg);
+    return Action.Reject;
+  }
+}
+
+function rejectWith(code: i32, msg: string): void {
+  if (code < Code.Unknown || code > Code.LimitExceeded) {
+    // The host refuses codes outside 0-7.
+    msg = "(code " + code.toString() + ") " + msg;
+    code = Code.Unknown;
+  }
+  let m = utf8(msg);
+  host.reject(code, changetype<usize>(m), m.byteLength);
+}
+
+// ---- host services -------------------------------------------------------------
+
+/** Logs through the App's logger. */
+export function log(level: Level, msg: string): void {
+  let m = utf8(msg);
+  host.log(min(max(<i32>level, Level.Debug), Level.Error), changetype<usize>(m), m.byteLength);
+}
+
+/**
+ * Adds delta to the counter `key` of the current fixed window of windowMs
+ * milliseconds (a new window starts at 0) and returns the new value. Counters
+ * are shared by every instance of every filter of the App; windowMs <= 0 is
+ * a counter that never resets.
+ */
+export function counterAdd(key: string, delta: i64, windowMs: i64): i64 {
+  let k = utf8(key);
+  return host.counter_add(changetype<usize>(k), k.byteLength, delta, windowMs);
+}
+
+/** Wall-clock time, Unix milliseconds. */
+export function nowMs(): i64 {
+  return host.now_ms();
+}
+
+// ---- config ----------------------------------------------------------------------
+
+let configValue: JSONValue | null = null;
+let configText: string = "{}";
+
+/**
+ * The filter's own config, parsed once per instance: a JSON object (empty
+ * when the filter has none, or when the host's text did not parse: logged at
+ * level Error).
+ */
+export function config(): JSONValue {
+  let cached = configValue;
+  if (cached != null) return cached;
+  clearRet();
+  let text = result("get_config", host.get_config(retPtr, retLen));
+  if (text != null) configText = text;
+  let c = JSONValue.object();
+  let v = parseJSON(configText);
+  if (v == null) {
+    log(Level.Error, "weft: the filter's config is not valid JSON: " + lastJSONError);
+  } else if (!v.isObject()) {
+    log(Level.Error, "weft: the filter's config is not a JSON object");
+  } else {
+    c = v;
+  }
+  configValue = c;
+  return c;
+}
+
+/** The filter's config as the host gave it (JSON text). */
+export function configJSON(): string {
+  config();
+  return configText;
+}
+
+/** The config value `key` if it is a string, else null. */
+export function configString(key: string): string | null {
+  let v = config().get(key);
+  return v != null && v.isString() ? v.str : null;
+}
+
+/**
+ * The config value `key` if it is an integer (a JSON number without fraction,
+ * or a string holding one), else `fallback`.
+ */
+export function configInt(key: string, fallback: i64): i64 {
+  let v = config().get(key);
+  if (v == null) return fallback;
+  let n: f64 = NaN;
+  if (v.isNumber()) n = v.num;
+  else if (v.isString()) n = parseDecimal(v.str.trim());
+  if (isFinite(n) && n == Math.trunc(n) && Math.abs(n) <= 9007199254740992) return <i64>n;
+  return fallback;
+}
+
+function parseDecimal(s: string): f64 {
+  let n = s.length;
+  if (n == 0) return NaN;
+  let i = 0;
+  let neg = false;
+  if (s.charCodeAt(0) == 45 /* - */ || s.charCodeAt(0) == 43 /* + */) {
+    neg = s.charCodeAt(0) == 45;
+    i = 1;
+    if (n == 1) return NaN;
+  }
+  let v: f64 = 0;
+  for (; i < n; i++) {
+    let c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return NaN;
+    v = v * 10 + <f64>(c - 48);
+  }
+  return neg ? -v : v;
+}
+
+// ---- callbacks -------------------------------------------------------------------
+
+/** Runs one callback; used by exports.ts. */
+export function dispatch(response: bool): i32 {
+  let h = response ? responseHandler : requestHandler;
+  let action: i32 = Action.Continue;
+  if (!response && responseHandler != null && !responseExported) {
+    // Fail closed: the response handler would never run.
+    const msg = "weft: the filter registered onResponse but does not export weft_on_response: " +
+      "add `export * from \"../on_response\";` to the entry file";
+    log(Level.Error, msg);
+    rejectWith(Code.Unknown, msg);
+    action = Action.Reject;
+  } else if (h == null) {
+    if (requestHandler == null && responseHandler == null) {
+      // Fail closed: a filter that registered nothing must not let calls through.
+      const msg = "weft: the filter registered no handler (call onRequest at top level)";
+      log(Level.Error, msg);
+      rejectWith(Code.Unknown, msg);
+      action = Action.Reject;
+    }
+  } else {
+    action = h(new Call(response));
+  }
+  release();
+  __collect();
+  return action;
+}
+
+// ---- runtime hooks (see build.sh: --use abort=... --use trace=... --use seed=...) ----
+
+let aborting = false;
+
+/**
+ * Replaces the runtime's env.abort (a failed assertion, a thrown error, an
+ * out-of-bounds access): logs the reason at level Error, then traps; the host
+ * fails the call and replaces the instance.
+ */
+export function weftAbort(message: string | null, fileName: string | null, line: u32, column: u32): void {
+  if (!aborting) {
+    aborting = true;
+    let msg = "wasm filter abort: " + (message == null ? "(no message)" : message);
+    if (fileName != null) msg += " at " + fileName + ":" + line.toString() + ":" + column.toString();
+    log(Level.Error, msg);
+  }
+  unreachable();
+}
+
+/** Replaces env.trace: logs at level Debug. */
+export function weftTrace(message: string, n: i32 = 0, a0: f64 = 0, a1: f64 = 0, a2: f64 = 0, a3: f64 = 0, a4: f64 = 0): void {
+  let msg = "trace: " + message;
+  if (n > 0) msg += " " + a0.toString();
+  if (n > 1) msg += " " + a1.toString();
+  if (n > 2) msg += " " + a2.toString();
+  if (n > 3) msg += " " + a3.toString();
+  if (n > 4) msg += " " + a4.toString();
+  log(Level.Debug, msg);
+}
+
+/** Replaces env.seed (Math.random's seed): the host's clock. */
+export function weftSeed(): f64 {
+  return <f64>host.now_ms();
+}

@@ -1,0 +1,3 @@
+module github.com/weftrpc/weft/sdk/go
+
+go 1.26

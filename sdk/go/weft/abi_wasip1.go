@@ -1,0 +1,52 @@
+//go:build wasip1
+
+package weft
+
+// Host functions of ABI v1, module "weft". A Go string parameter is lowered
+// to the (ptr: i32, len: i32) pair the ABI uses, and a *uint32 to an i32
+// address, so each declaration below has exactly the ABI's Wasm signature.
+
+//go:wasmimport weft get_service
+func hostGetService(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_method
+func hostGetMethod(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_side
+func hostGetSide(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_arguments
+func hostGetArguments(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_remote_address
+func hostGetRemoteAddress(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_attachment
+func hostGetAttachment(key string, retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft set_attachment
+func hostSetAttachment(key, value string) int32
+
+//go:wasmimport weft remove_attachment
+func hostRemoveAttachment(key string) int32
+
+//go:wasmimport weft get_config
+func hostGetConfig(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_result
+func hostGetResult(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_error
+func hostGetError(retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft reject
+func hostReject(code int32, msg string) int32
+
+//go:wasmimport weft log
+func hostLog(level int32, msg string) int32
+
+//go:wasmimport weft counter_add
+func hostCounterAdd(key string, delta, windowMs int64) int64
+
+//go:wasmimport weft now_ms
+func hostNowMs() int64

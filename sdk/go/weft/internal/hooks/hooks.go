@@ -1,0 +1,11 @@
+// Package hooks links package weft with package onresponse, which exports
+// weft_on_response only in the filters that import it.
+package hooks
+
+var (
+	// Response runs the on-response callback; package weft sets it.
+	Response func() int32
+	// ResponseExported is set when package onresponse is linked in, i.e.
+	// when the module exports weft_on_response.
+	ResponseExported bool
+)

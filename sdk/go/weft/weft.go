@@ -1,0 +1,388 @@
+package weft
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/weftrpc/weft/sdk/go/weft/internal/hooks"
+)
+
+// ABIVersion is the version of the ABI this SDK implements (sdk/ABI.md).
+const ABIVersion = 1
+
+// Action is what a callback tells the host to do with the call.
+type Action int32
+
+const (
+	// Continue lets the call go on, with any attachment changes made.
+	Continue Action = 0
+	// Reject fails the call with the code and message given to Call.Reject
+	// (CodeForbidden and a generic message when it was not called).
+	Reject Action = 1
+)
+
+// Code is one of weft's error codes (Dubbo's RpcException codes), used to
+// reject a call.
+type Code int32
+
+const (
+	CodeUnknown       Code = 0
+	CodeNetwork       Code = 1
+	CodeTimeout       Code = 2
+	CodeBiz           Code = 3
+	CodeForbidden     Code = 4
+	CodeSerialization Code = 5
+	CodeNoProvider    Code = 6
+	CodeLimitExceeded Code = 7
+)
+
+// Level is a log level of the App's logger.
+type Level int32
+
+const (
+	LevelDebug Level = 0
+	LevelInfo  Level = 1
+	LevelWarn  Level = 2
+	LevelError Level = 3
+)
+
+// Status codes of the host functions.
+const (
+	statusOK          = 0
+	statusNotFound    = 1
+	statusBadArgument = 2
+	statusAllocFailed = 3
+)
+
+// maxAlloc bounds one weft_alloc: larger requests get 0 (out of memory)
+// rather than a fatal runtime error.
+const maxAlloc = 1 << 30
+
+// Handler handles one call, on request or on response.
+type Handler func(c *Call) Action
+
+var (
+	onRequest, onResponse Handler
+
+	// pinned holds every buffer weft_alloc handed to the host during the
+	// current callback, so the garbage collector cannot free (and reuse)
+	// one before the guest has read it. Cleared when the callback returns.
+	pinned [][]byte
+
+	// retPtr and retLen are the out-parameters of the host functions that
+	// return data. Globals have fixed addresses (a goroutine stack may
+	// move), and an instance runs one callback at a time.
+	retPtr, retLen uint32
+)
+
+// OnRequest registers the handler run before each call goes on. Register
+// handlers in an init function: the host runs init functions (through
+// _initialize) but never main.
+func OnRequest(h Handler) { onRequest = h }
+
+// OnResponse registers the handler run after each call's result came back.
+// The filter must also import package onresponse, which exports
+// weft_on_response:
+//
+//	import _ "github.com/weftrpc/weft/sdk/go/weft/onresponse"
+//
+// (without it, every call is rejected with a message saying so).
+func OnResponse(h Handler) { onResponse = h }
+
+func init() {
+	hooks.Response = func() int32 { return int32(dispatch(true)) }
+}
+
+// ErrBadArgument is returned when the host refused an argument: a key or
+// value that is not valid UTF-8.
+var ErrBadArgument = errors.New("weft: bad argument (invalid UTF-8?)")
+
+// Call is the call a callback handles. It is valid only during the callback
+// it was given to.
+type Call struct {
+	response bool
+	method   *string
+	service  *string
+	side     *string
+}
+
+// IsResponse tells whether the handler runs on response (after the result).
+func (c *Call) IsResponse() bool { return c.response }
+
+// Method returns the method name as on the wire (sayHello).
+func (c *Call) Method() string { return cached(&c.method, "get_method", hostGetMethod) }
+
+// Service returns the service key, group/interface:version.
+func (c *Call) Service() string { return cached(&c.service, "get_service", hostGetService) }
+
+// Side returns "provider" or "consumer".
+func (c *Call) Side() string { return cached(&c.side, "get_side", hostGetSide) }
+
+// Arguments returns the call's arguments as a JSON array. The host computes
+// it only when asked, so call it only when needed.
+func (c *Call) Arguments() string {
+	s, _ := fetch("get_arguments", hostGetArguments)
+	return s
+}
+
+// RemoteAddress returns the peer's host:port on a provider; false in
+// process.
+func (c *Call) RemoteAddress() (string, bool) {
+	return fetch("get_remote_address", hostGetRemoteAddress)
+}
+
+// Attachment returns the attachment key as text (non-string values
+// formatted by the host); false when absent.
+func (c *Call) Attachment(key string) (string, bool) {
+	if !utf8.ValidString(key) {
+		return "", false // no attachment has such a key
+	}
+	retPtr, retLen = 0, 0
+	return result("get_attachment", hostGetAttachment(key, &retPtr, &retLen))
+}
+
+// SetAttachment sets the attachment key to value. On response, a provider
+// sends it back with the result. It fails only with ErrBadArgument.
+func (c *Call) SetAttachment(key, value string) error {
+	if !utf8.ValidString(key) || !utf8.ValidString(value) {
+		return ErrBadArgument
+	}
+	return errorOf(hostSetAttachment(key, value))
+}
+
+// RemoveAttachment removes the attachment key (absent is not an error).
+func (c *Call) RemoveAttachment(key string) error {
+	if !utf8.ValidString(key) {
+		return ErrBadArgument
+	}
+	return errorOf(hostRemoveAttachment(key))
+}
+
+// Result returns, on response, the result value as JSON; false when the call
+// failed.
+func (c *Call) Result() (string, bool) { return fetch("get_result", hostGetResult) }
+
+// ErrorMessage returns, on response, the call's error message; false when
+// the call succeeded.
+func (c *Call) ErrorMessage() (string, bool) { return fetch("get_error", hostGetError) }
+
+// Config returns the filter's config (see the package function Config).
+func (c *Call) Config() map[string]any { return Config() }
+
+// Reject records why the call is rejected and returns Reject, so a handler
+// can `return c.Reject(weft.CodeForbidden, "no token")`. On response, the
+// result is replaced by that error.
+// A code outside 0–7, which the host refuses, becomes CodeUnknown with the
+// code at the start of the message.
+func (c *Call) Reject(code Code, msg string) Action {
+	if code < CodeUnknown || code > CodeLimitExceeded {
+		msg = "(code " + itoa(int64(code)) + ") " + msg
+		code = CodeUnknown
+	}
+	hostReject(int32(code), validUTF8(msg))
+	return Reject
+}
+
+// Log logs msg through the App's logger (a level outside LevelDebug..LevelError
+// is clamped to that range).
+func Log(level Level, msg string) {
+	hostLog(int32(min(max(level, LevelDebug), LevelError)), validUTF8(msg))
+}
+
+// CounterAdd adds delta to the counter key of the current fixed window of
+// windowMs milliseconds (a new window starts at 0) and returns the new value.
+// Counters are shared by every instance of every filter of the App.
+// windowMs <= 0 means a counter that never resets.
+func CounterAdd(key string, delta, windowMs int64) int64 {
+	return hostCounterAdd(validUTF8(key), delta, windowMs)
+}
+
+// NowMs returns the host's wall-clock time in Unix milliseconds.
+func NowMs() int64 { return hostNowMs() }
+
+var (
+	config    map[string]any
+	configRaw string
+	configOK  bool
+)
+
+// Config returns the filter's own config from the App's config, parsed once
+// per instance: JSON objects are map[string]any, arrays []any, numbers
+// float64, and strings, booleans and null as string, bool and nil. It is
+// empty (never nil) when the filter has none, and when the host's JSON could
+// not be parsed (logged at level error). Do not modify it.
+func Config() map[string]any {
+	if !configOK {
+		loadConfig()
+	}
+	return config
+}
+
+// ConfigJSON returns the filter's config as the host gave it (a JSON
+// object), for a filter that decodes it itself (encoding/json).
+func ConfigJSON() string {
+	if !configOK {
+		loadConfig()
+	}
+	return configRaw
+}
+
+// ConfigString returns the config value key if it is a string.
+func ConfigString(key string) (string, bool) {
+	s, ok := Config()[key].(string)
+	return s, ok
+}
+
+// ConfigInt returns the config value key if it is an integer (a JSON number
+// without fraction, or a string holding one).
+func ConfigInt(key string) (int64, bool) {
+	switch v := Config()[key].(type) {
+	case float64:
+		if v == float64(int64(v)) {
+			return int64(v), true
+		}
+	case string:
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+func loadConfig() {
+	configOK = true
+	config = map[string]any{}
+	raw, ok := fetch("get_config", hostGetConfig)
+	if !ok || raw == "" {
+		configRaw = "{}"
+		return
+	}
+	// A copy: raw shares a buffer allocated for the host; a copy keeps the
+	// parsed config independent of it (it lives as long as the instance).
+	configRaw = strings.Clone(raw)
+	v, err := parseJSON(configRaw)
+	if err != nil {
+		Log(LevelError, "weft: the filter's config is not valid JSON: "+err.Error())
+		return
+	}
+	m, isObject := v.(map[string]any)
+	if !isObject {
+		Log(LevelError, "weft: the filter's config is not a JSON object")
+		return
+	}
+	config = m
+}
+
+// fetch calls a host function that returns data through the two
+// out-parameters.
+func fetch(name string, f func(retPtrPtr, retLenPtr *uint32) int32) (string, bool) {
+	retPtr, retLen = 0, 0
+	return result(name, f(&retPtr, &retLen))
+}
+
+func result(name string, status int32) (string, bool) {
+	switch status {
+	case statusOK:
+		return take(retPtr, retLen), true
+	case statusNotFound:
+		return "", false
+	default:
+		panic(hostFailure(name, status))
+	}
+}
+
+func cached(slot **string, name string, f func(retPtrPtr, retLenPtr *uint32) int32) string {
+	if *slot == nil {
+		s, _ := fetch(name, f)
+		*slot = &s
+	}
+	return **slot
+}
+
+func errorOf(status int32) error {
+	switch status {
+	case statusOK, statusNotFound:
+		return nil
+	case statusBadArgument:
+		return ErrBadArgument
+	default:
+		panic(hostFailure("host function", status))
+	}
+}
+
+func hostFailure(name string, status int32) string {
+	switch status {
+	case statusBadArgument:
+		return "weft: " + name + ": BAD_ARGUMENT"
+	case statusAllocFailed:
+		return "weft: " + name + ": ALLOC_FAILED (out of memory)"
+	}
+	return "weft: " + name + ": status " + itoa(int64(status))
+}
+
+// dispatch runs the registered handler of one callback. It recovers a
+// panic (logged, then the call is rejected with CodeUnknown) and releases the
+// buffers handed to the host during the callback.
+func dispatch(response bool) (action Action) {
+	defer release()
+	h := onRequest
+	if response {
+		h = onResponse
+	}
+	if !response && onResponse != nil && !hooks.ResponseExported {
+		// Fail closed: the response handler would never run.
+		const msg = "weft: the filter registered OnResponse but does not export weft_on_response: " +
+			"import _ \"github.com/weftrpc/weft/sdk/go/weft/onresponse\""
+		Log(LevelError, msg)
+		hostReject(int32(CodeUnknown), msg)
+		return Reject
+	}
+	if h == nil {
+		if onRequest == nil && onResponse == nil {
+			// Fail closed: an authz filter whose handlers were registered in
+			// main (never run in a reactor) must not let everything through.
+			const msg = "weft: the filter registered no handler (register them in func init: main never runs)"
+			Log(LevelError, msg)
+			hostReject(int32(CodeUnknown), msg)
+			return Reject
+		}
+		return Continue
+	}
+	c := &Call{response: response}
+	defer func() {
+		if r := recover(); r != nil {
+			msg := "wasm filter panic: " + panicText(r)
+			Log(LevelError, msg)
+			action = c.Reject(CodeUnknown, msg)
+		}
+	}()
+	return h(c)
+}
+
+func release() {
+	clear(pinned)
+	pinned = pinned[:0]
+}
+
+func panicText(r any) string {
+	switch v := r.(type) {
+	case string:
+		return v
+	case error:
+		return v.Error()
+	case interface{ String() string }:
+		return v.String()
+	}
+	return "(non-string panic value)"
+}
+
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
