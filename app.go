@@ -133,9 +133,10 @@ func New(opts ...Option) (*App, error) {
 		return nil, err
 	}
 	a := &App{log: o.log}
+	cl := &closers{}
 	a.fx = fx.New(
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
-		fx.Supply(cfg, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log),
+		fx.Supply(cfg, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
 		fx.Provide(kernel.NewStatusStore),
 		builtins(),
 		fx.Options(o.plugins...),
@@ -147,9 +148,23 @@ func New(opts ...Option) (*App, error) {
 		}),
 	)
 	if err := a.fx.Err(); err != nil {
+		cl.close()
 		return nil, dig.RootCause(err)
 	}
 	return a, nil
+}
+
+// closers collects what constructors opened (compiled WASM modules) so that
+// a New failing after them releases it: fx runs stop hooks only for an App
+// that started.
+type closers struct{ fns []func(context.Context) error }
+
+func (c *closers) add(f func(context.Context) error) { c.fns = append(c.fns, f) }
+
+func (c *closers) close() {
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		c.fns[i](context.Background())
+	}
 }
 
 // Config returns the App's decoded config.

@@ -23,6 +23,35 @@ type Config struct {
 	Registries  map[string]RegistryConfig `koanf:"registries"`
 	Provider    ProviderConfig            `koanf:"provider"`
 	Consumer    ConsumerConfig            `koanf:"consumer"`
+	Wasm        WasmConfig                `koanf:"wasm"`
+}
+
+// WasmConfig declares filters written in WebAssembly (sdk/ABI.md).
+type WasmConfig struct {
+	// Filters are keyed by the filter's extension name, the name filter
+	// lists use (`filter: "wasm-authz,default"`).
+	Filters map[string]WasmFilterConfig `koanf:"filters"`
+}
+
+// WasmFilterConfig declares one WASM filter. It activates like a native
+// filter: with Groups (and Keys) it joins the activated set of those groups
+// at Order; without Groups it runs only where a filter list names it.
+type WasmFilterConfig struct {
+	// Path is the module file, relative to the working directory. It is
+	// watched: a new file replaces the module without a restart.
+	Path   string   `koanf:"path"`
+	Groups []string `koanf:"groups"`
+	Keys   []string `koanf:"keys"`
+	Order  int      `koanf:"order"`
+	// MaxMemoryPages caps each instance's memory in 64 KiB pages (default
+	// 512, 32 MiB).
+	MaxMemoryPages int `koanf:"max_memory_pages"`
+	// Timeout (ms) bounds each guest callback of a call that has no deadline
+	// of its own (default 1000); a call's deadline applies when it has one.
+	Timeout int `koanf:"timeout"`
+	// Config is the filter's own configuration, given to the guest as JSON
+	// by get_config.
+	Config map[string]any `koanf:"config"`
 }
 
 // ApplicationConfig names the application; its name goes on every URL.

@@ -1,12 +1,17 @@
 package weft
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"go.uber.org/fx"
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
+	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/accesslog"
 	"github.com/weftrpc/weft/plugins/filter/activelimit"
@@ -26,6 +31,10 @@ type Extension[T any] struct {
 	Name     string
 	New      kernel.Factory[T]
 	Activate *kernel.Activate
+
+	// source is the config key that declared the extension (a WASM
+	// filter's wasm.filters.<name>), so that a clash of names says where.
+	source string
 }
 
 // The fx value groups that collect each point's extensions. A plugin is an
@@ -108,6 +117,8 @@ func builtins() fx.Option {
 			return Extension[extension.RouterFactory]{Name: cluster.TagRouterName, New: value[extension.RouterFactory](cluster.TagRouterFactory{})}
 		}),
 
+		fx.Provide(fx.Annotate(wasmFilters, fx.ResultTags(`group:"weft.filter,flatten"`))),
+
 		clusterPlugin(cluster.Failover, cluster.NewFailover),
 		clusterPlugin(cluster.Failfast, cluster.NewFailfast),
 		clusterPlugin(cluster.Failsafe, cluster.NewFailsafe),
@@ -157,12 +168,112 @@ func loaders() fx.Option {
 func loader[T any](point, def string) fx.Option {
 	return fx.Provide(fx.Annotate(func(exts []Extension[T], lc fx.Lifecycle) (*kernel.Loader[T], error) {
 		l := kernel.NewLoader[T](point, def)
+		// A name declared in config (a WASM filter) that clashes with a
+		// plugin's is reported at its key path, whichever registers first.
+		sources := map[string]string{}
+		for _, e := range exts {
+			if e.source != "" {
+				sources[e.Name] = e.source
+			}
+		}
 		for _, e := range exts {
 			if err := l.Register(e.Name, e.New, e.Activate); err != nil {
+				if src := sources[e.Name]; src != "" {
+					err = fmt.Errorf("weft: config: %s: %w", src, err)
+				}
 				return nil, err
 			}
 		}
 		lc.Append(fx.StopHook(l.Close))
 		return l, nil
 	}, fx.ParamTags(groupOf[T]())))
+}
+
+// wasmFilters makes a Filter extension of each wasm.filters.<name>, into the
+// same group (and so the same Loader and activation) as native filters. Each
+// module is compiled and checked here rather than on first use, so that a
+// missing file or a module that breaks the ABI fails weft.New with its key
+// path, like any other config error. The filters share one counter store (per
+// App: counters are never global) and watch their files while the App runs.
+func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) ([]Extension[extension.Filter], error) {
+	if len(cfg.Wasm.Filters) == 0 {
+		return nil, nil
+	}
+	counters := wasmfilter.NewCounters()
+	var exts []Extension[extension.Filter]
+	var filters []*wasmfilter.Filter
+	var errs []error
+	for _, name := range sortedKeys(cfg.Wasm.Filters) {
+		wc := cfg.Wasm.Filters[name]
+		path := "wasm.filters." + name
+		act, err := wasmActivation(wc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		switch {
+		case wc.Path == "":
+			err = fmt.Errorf("%s.path: the module file is required", path)
+		case wc.MaxMemoryPages < 0 || wc.MaxMemoryPages > 65536:
+			err = fmt.Errorf("%s.max_memory_pages: %d is not in 1..65536 (64 KiB pages)", path, wc.MaxMemoryPages)
+		case wc.Timeout < 0:
+			err = fmt.Errorf("%s.timeout: %d ms is negative", path, wc.Timeout)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f, err := wasmfilter.New(context.Background(), wasmfilter.Config{
+			Name: name, Path: wc.Path, MaxMemoryPages: uint32(wc.MaxMemoryPages),
+			Timeout: time.Duration(wc.Timeout) * time.Millisecond, Settings: wc.Config,
+			Log: log, Counters: counters,
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		filters = append(filters, f)
+		exts = append(exts, Extension[extension.Filter]{Name: name, New: value[extension.Filter](f), Activate: act, source: path})
+	}
+	closeAll := func(context.Context) error {
+		var errs []error
+		for _, f := range filters {
+			errs = append(errs, f.Close())
+		}
+		return errors.Join(errs...)
+	}
+	if len(errs) > 0 {
+		closeAll(context.Background())
+		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
+	}
+	cl.add(closeAll)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			for _, f := range filters {
+				f.Watch(wasmfilter.DefaultWatchInterval)
+			}
+			return nil
+		},
+		// Runs after the runtime's stop (hooks stop in reverse): no call is
+		// left in flight.
+		OnStop: closeAll,
+	})
+	return exts, nil
+}
+
+// wasmActivation is a WASM filter's Activate: nil (run only where listed)
+// without groups.
+func wasmActivation(wc WasmFilterConfig) (*kernel.Activate, error) {
+	if len(wc.Groups) == 0 {
+		if len(wc.Keys) > 0 {
+			return nil, errors.New("keys without groups: keys narrow the activation of groups; add groups: [provider] or [consumer]")
+		}
+		return nil, nil
+	}
+	for _, g := range wc.Groups {
+		if g != kernel.GroupProvider && g != kernel.GroupConsumer {
+			return nil, fmt.Errorf("groups: unknown group %q (known: %s, %s)", g, kernel.GroupConsumer, kernel.GroupProvider)
+		}
+	}
+	return &kernel.Activate{Groups: wc.Groups, Keys: wc.Keys, Order: wc.Order}, nil
 }

@@ -1,6 +1,66 @@
-// Package wasmfilter will hold the wazero host of WASM filters: ABI v1 host
-// functions under the module "weft", a compiled-module cache, a pool of
-// instances (one per in-flight call), memory and deadline limits, and hot
-// reload. Each module configured under wasm.filters.<name> becomes a named
-// extension.Filter that joins the same activation as native filters.
+// Package wasmfilter is weft's host of WASM filters: it runs filters written
+// in any language that compiles to WebAssembly, sandboxed on wazero, behind
+// the same extension.Filter interface as native ones. The contract with the
+// guest is sdk/ABI.md (ABI v1); this package is its host side.
+//
+// # Why each piece is shaped as it is
+//
+// Engine. One wazero Runtime per filter, with the compiler engine (calls cost
+// tens of nanoseconds instead of the interpreter's microseconds), a memory cap
+// (WithMemoryLimitPages: the cap is a Runtime setting, hence a Runtime per
+// filter) and WithCloseOnContextDone: compiled guest code is not preemptible
+// by Go's scheduler, so without the periodic termination checks this inserts
+// a spinning guest would not only miss its deadline but could stall a GC
+// stop-the-world and with it the whole process. The module is compiled once
+// per version of the file.
+//
+// Sandbox. The guest sees module "weft" (the ABI) and wazero's
+// wasi_snapshot_preview1 with no preopened directory, no sockets, no
+// arguments or environment, stdout/stderr discarded, real clocks and
+// crypto/rand. Sleeping (poll_oneoff) returns at once: a guest blocked in a
+// host function cannot be interrupted, so the host never blocks for it.
+//
+// Pool. wazero module instances are not safe for concurrent use, and a guest's
+// globals must never be shared by two calls, so an instance serves one call at
+// a time: taken from an idle stack (LIFO, so the warmest instance goes first),
+// created when none is idle, returned afterwards. When the module exports
+// weft_on_response the instance is held across next.Invoke, so busy instances
+// track calls in flight; without it the instance goes back as soon as
+// weft_on_request returns, and busy instances track only guest code running
+// (about GOMAXPROCS). Idle instances are kept up to MaxIdle (default
+// 16 + 2×GOMAXPROCS): enough for a steady load without re-instantiating, while
+// a burst's extra instances (each holding its linear memory) are closed when
+// they come back. Instances are not capped in number: the App's concurrency
+// (the provider's `threads`, the consumer's callers) already bounds them.
+//
+// Limits. Every guest call runs under the invocation's deadline; when the
+// invocation has none, under the filter's timeout (a reusable per-instance
+// timer, so the common case allocates nothing). A trap, a timeout, memory
+// exhaustion, a WASI proc_exit or an ABI violation fails that call with a
+// *kernel.Error naming the filter and the cause (CodeTimeout for time, else
+// CodeUnknown), and the instance is closed, never reused: its memory may be
+// half-written. The next call gets a fresh one.
+//
+// Reload. A poller stats the module file every Interval (500ms in an App):
+// polling is chosen over fsnotify because the usual deploy is "write a temp
+// file and rename it over", which replaces the inode a file watch is attached
+// to, and a stat every half second per filter costs nothing. A changed file
+// is compiled and checked (exports, imports, abi version) off the call path;
+// if it is good it becomes current atomically. Calls in flight finish on the
+// old version's instances, which are closed as they come back, and the old
+// compiled code is released with its last instance. A broken file is logged
+// and the old version keeps serving; the same broken file is not retried until
+// it changes again.
+//
+// Counters. counter_add uses one Counters store per App (never a global: two
+// Apps in a process share nothing), sharded, with fixed windows aligned on
+// multiples of the window, expired windows swept lazily and the number of
+// keys capped, so memory stays bounded whatever keys a guest invents.
+//
+// Hot path. A call with a no-op guest costs an atomic load, a pool pop and
+// push under an uncontended mutex, one CallWithStack on a per-instance stack,
+// and what wazero's termination watch costs (one goroutine and channel per
+// guest call). Host functions find their instance through a sync.Map keyed by
+// the calling module (read-mostly, lock-free), read keys from guest memory
+// without copying, and compute the arguments' JSON only when asked.
 package wasmfilter

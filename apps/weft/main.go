@@ -1,6 +1,7 @@
 // Command weft runs weft applications composed from config files.
 //
 //	weft run -c weft.yaml [-c override.yaml ...]   compose and run until SIGINT/SIGTERM
+//	weft wasm check FILE.wasm                      check a WASM filter module against ABI v1
 //	weft version                                   print the version
 //
 // The implementations weft run can export are those linked into this binary
@@ -32,6 +33,7 @@ func usage(w io.Writer) {
   weft run -c FILE [-c FILE...]   compose the App the config files describe and run it
   weft invoke URL METHOD '[ARGS]'  make one generic call to a Dubbo provider, print the result as JSON
   weft bench [flags] [URL]        load a Dubbo echo endpoint: qps and latency percentiles
+  weft wasm check FILE.wasm       check a WASM filter module against weft's ABI v1 (exit 1 if invalid)
   weft version                    print weft's version`)
 }
 
@@ -75,6 +77,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		return invoke(args[1:], stdout, stderr)
 	case "bench":
 		return bench(args[1:], stdout, stderr)
+	case "wasm":
+		return wasmCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return 0

@@ -1,0 +1,391 @@
+package wasmfilter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxMemoryPages = 512
+	DefaultTimeout        = time.Second
+)
+
+// Config describes one WASM filter.
+type Config struct {
+	// Name is the filter's extension name, used in errors and logs.
+	Name string
+	// Path is the module file. It is read at New and, when watched, again
+	// whenever it changes.
+	Path string
+	// Module, when not nil, is the module itself and Path is only its name in
+	// messages (nothing is read or watched).
+	Module []byte
+	// MaxMemoryPages caps each instance's linear memory, in 64 KiB pages
+	// (default 512 = 32 MiB).
+	MaxMemoryPages uint32
+	// Timeout bounds each guest call of an invocation whose context has no
+	// deadline (default 1s).
+	Timeout time.Duration
+	// Settings is the filter's own configuration, returned to the guest by
+	// get_config as a JSON object.
+	Settings map[string]any
+	// MaxIdle bounds the idle instances kept for reuse (default
+	// 16 + 2×GOMAXPROCS).
+	MaxIdle int
+	// Log receives guest logs and the host's warnings (default: discarded).
+	Log *slog.Logger
+	// Counters is the store of counter_add, shared by the filters of an App
+	// (default: a store of this filter's own).
+	Counters *Counters
+}
+
+// Filter is a WASM module acting as an extension.Filter. It is safe for
+// concurrent use; Close releases it.
+type Filter struct {
+	name     string
+	path     string
+	timeout  time.Duration
+	maxPages uint32
+	maxIdle  int
+	log      *slog.Logger
+	counters *Counters
+	config   []byte // get_config's JSON
+
+	rt      wazero.Runtime
+	wasi    map[string]api.FunctionDefinition
+	modCfg  wazero.ModuleConfig
+	byMod   sync.Map // api.Module -> *instance: host functions find their caller
+	cur     atomic.Pointer[version]
+	seq     int
+	mu      sync.Mutex // serialises reloads and Close
+	closed  atomic.Bool
+	watchMu sync.Mutex
+	stop    chan struct{}
+	done    chan struct{}
+	tried   fileStamp // the file last compiled (good or bad); under mu
+	inMem   bool      // made from Config.Module: nothing to read or watch
+
+	stats struct {
+		created, discarded, failures, reloads, failedReloads atomic.Int64
+		maxBusy                                              atomic.Int32
+	}
+}
+
+// New compiles and checks the module (its exports, its imports and, in one
+// instance, weft_abi_version) and returns the filter. The error says what is
+// wrong with the module.
+func New(ctx context.Context, c Config) (*Filter, error) {
+	if c.Name == "" {
+		return nil, errors.New("wasmfilter: a filter needs a name")
+	}
+	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, maxPages: c.MaxMemoryPages,
+		maxIdle: c.MaxIdle, log: c.Log, counters: c.Counters}
+	if f.timeout <= 0 {
+		f.timeout = DefaultTimeout
+	}
+	if f.maxPages == 0 {
+		f.maxPages = DefaultMaxMemoryPages
+	}
+	if f.maxPages > 65536 {
+		return nil, fmt.Errorf("max_memory_pages %d is over wasm32's 65536 (4 GiB)", f.maxPages)
+	}
+	if f.maxIdle <= 0 {
+		f.maxIdle = 16 + 2*runtime.GOMAXPROCS(0)
+	}
+	if f.log == nil {
+		f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	f.log = f.log.With("filter", f.name)
+	if f.counters == nil {
+		f.counters = NewCounters()
+	}
+	cfg := c.Settings
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	js, err := json.Marshal(jsonable(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("config: not representable as JSON: %w", err)
+	}
+	f.config = js
+
+	data := c.Module
+	f.inMem = data != nil
+	if data == nil {
+		st, b, err := readStamped(c.Path)
+		if err != nil {
+			return nil, err
+		}
+		data, f.tried = b, st
+	}
+	f.rt = newRuntime(ctx, f.maxPages)
+	if f.wasi, err = instantiateHost(ctx, f.rt, f); err != nil {
+		f.rt.Close(ctx)
+		return nil, err
+	}
+	f.modCfg = sandboxConfig()
+	v, err := f.load(ctx, data)
+	if err != nil {
+		f.rt.Close(ctx)
+		return nil, err
+	}
+	f.cur.Store(v)
+	return f, nil
+}
+
+// newRuntime makes the Runtime of one filter; see the package doc for each
+// setting.
+func newRuntime(ctx context.Context, maxPages uint32) wazero.Runtime {
+	return wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(maxPages))
+}
+
+// sandboxConfig is how every instance is made: anonymous (so a module can be
+// instantiated many times), no file system or network (wazero gives none
+// unless asked), output discarded, real clocks and randomness, and no start
+// function (_initialize is run by hand, under a deadline).
+func sandboxConfig() wazero.ModuleConfig {
+	return wazero.NewModuleConfig().WithName("").WithStartFunctions().
+		WithStdout(io.Discard).WithStderr(io.Discard).
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader)
+}
+
+// instantiateHost instantiates the modules a guest may import into rt: WASI
+// and the ABI's "weft" (bound to f; nil for a check) and returns the WASI
+// functions, which the static check compares imports against.
+func instantiateHost(ctx context.Context, rt wazero.Runtime, f *Filter) (map[string]api.FunctionDefinition, error) {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return nil, fmt.Errorf("wasmfilter: instantiate WASI: %w", err)
+	}
+	if _, err := hostModule(rt, f).Instantiate(ctx); err != nil {
+		return nil, fmt.Errorf("wasmfilter: instantiate host module: %w", err)
+	}
+	return rt.Module(WASIModule).ExportedFunctionDefinitions(), nil
+}
+
+// load compiles and checks a module and makes a version of it with one
+// instance ready in its pool.
+func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
+	cm, err := f.rt.CompileModule(ctx, data)
+	if err != nil {
+		return nil, fmt.Errorf("module %s does not compile: %w", f.path, err)
+	}
+	if _, _, problems := staticReport(cm, f.wasi); len(problems) > 0 {
+		cm.Close(ctx)
+		return nil, fmt.Errorf("module %s does not follow weft's WASM ABI v1 (run `weft wasm check %s`): %s",
+			f.path, f.path, strings.Join(problems, "; "))
+	}
+	v := &version{f: f, cm: cm, seq: f.seq + 1}
+	in, err := v.get()
+	if err != nil {
+		v.retire()
+		return nil, fmt.Errorf("module %s: %w", f.path, err)
+	}
+	v.put(in)
+	f.seq++
+	return v, nil
+}
+
+// Name returns the filter's name.
+func (f *Filter) Name() string { return f.name }
+
+// Reload reads the module file again and, if it compiles and passes the ABI
+// check, makes it current: calls in flight finish on the old instances, new
+// calls get the new module. On error the current module stays.
+func (f *Filter) Reload(ctx context.Context) error {
+	st, data, err := readStamped(f.path)
+	if err != nil {
+		return err
+	}
+	return f.reload(ctx, st, data)
+}
+
+func (f *Filter) reload(ctx context.Context, st fileStamp, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
+		return errors.New("wasmfilter: filter closed")
+	}
+	f.tried = st
+	v, err := f.load(ctx, data)
+	if err != nil {
+		f.stats.failedReloads.Add(1)
+		return err
+	}
+	old := f.cur.Swap(v)
+	old.retire()
+	f.stats.reloads.Add(1)
+	return nil
+}
+
+// Close stops watching, closes every instance and releases the compiled
+// code. Calls still running fail. Close is idempotent.
+func (f *Filter) Close() error {
+	f.stopWatching()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
+		return nil
+	}
+	f.closed.Store(true)
+	if v := f.cur.Load(); v != nil {
+		v.retire()
+	}
+	return f.rt.Close(context.Background())
+}
+
+// Stats are a filter's counts since New.
+type Stats struct {
+	// Version counts the module versions loaded (1 + successful reloads).
+	Version int
+	// Live instances (idle and busy) of the current version; Idle of those.
+	Live, Idle int
+	// Created and Discarded count instances over the filter's life;
+	// Discarded includes those closed after a failure and the idle surplus.
+	Created, Discarded int64
+	// Failures counts guest calls that failed (trap, timeout, memory, ABI
+	// violation), each costing its instance.
+	Failures      int64
+	Reloads       int64
+	FailedReloads int64
+	// MaxBusy is the largest number of calls ever seen on one instance at
+	// once: 1 unless the pool is broken.
+	MaxBusy int32
+}
+
+// Stats returns the filter's counts.
+func (f *Filter) Stats() Stats {
+	s := Stats{Created: f.stats.created.Load(), Discarded: f.stats.discarded.Load(), Failures: f.stats.failures.Load(),
+		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load()}
+	if v := f.cur.Load(); v != nil {
+		v.mu.Lock()
+		s.Version, s.Live, s.Idle = v.seq, v.live, len(v.idle)
+		v.mu.Unlock()
+	}
+	return s
+}
+
+// Invoke runs weft_on_request, the rest of the chain, then weft_on_response
+// (when exported) on the same instance.
+func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return kernel.Result{}, f.ctxError(err, exportOnRequest)
+	}
+	v := f.cur.Load()
+	in, err := v.get()
+	for err == errRetired && !f.closed.Load() {
+		v = f.cur.Load()
+		in, err = v.get()
+	}
+	if err == errRetired {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
+	}
+	if err != nil {
+		return kernel.Result{}, kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: no instance to run the call", f.name)
+	}
+	in.begin(next, inv)
+	act, err := in.call(ctx, in.onRequest, exportOnRequest)
+	if err != nil {
+		in.end()
+		v.discard(in)
+		return kernel.Result{}, err
+	}
+	if act != actionContinue {
+		err := in.rejection(act, exportOnRequest)
+		in.end()
+		v.put(in)
+		return kernel.Result{}, err
+	}
+	if in.onResponse == nil {
+		in.end()
+		v.put(in)
+		return next.Invoke(ctx, inv)
+	}
+	res, callErr := next.Invoke(ctx, inv)
+	if ctx.Err() != nil {
+		// No time is left to run the guest: the call's own outcome (most
+		// likely its timeout) is the answer.
+		in.end()
+		v.put(in)
+		return res, callErr
+	}
+	in.respond(res, callErr)
+	act, err = in.call(ctx, in.onResponse, exportOnResponse)
+	if err != nil {
+		in.end()
+		v.discard(in)
+		return kernel.Result{}, err
+	}
+	if act != actionContinue {
+		err := in.rejection(act, exportOnResponse)
+		in.end()
+		v.put(in)
+		return kernel.Result{}, err
+	}
+	res = in.res
+	in.end()
+	v.put(in)
+	return res, callErr
+}
+
+func (f *Filter) ctxError(err error, what string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return kernel.Wrap(kernel.CodeTimeout, err, "wasm filter %q: the call's deadline passed before %s ran", f.name, what)
+	}
+	return kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: the call was cancelled before %s ran", f.name, what)
+}
+
+type fileStamp struct {
+	fi      os.FileInfo
+	size    int64
+	modTime time.Time
+}
+
+func (a fileStamp) same(b fileStamp) bool {
+	return a.fi != nil && b.fi != nil && os.SameFile(a.fi, b.fi) && a.size == b.size && a.modTime.Equal(b.modTime)
+}
+
+func stat(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return fileStamp{}, fmt.Errorf("%s is not a regular file", path)
+	}
+	return fileStamp{fi: fi, size: fi.Size(), modTime: fi.ModTime()}, nil
+}
+
+// readStamped reads a file and the stamp it had: the stamp is taken before
+// the read, so a write racing with the read shows up as a change at the next
+// poll and is read again.
+func readStamped(path string) (fileStamp, []byte, error) {
+	st, err := stat(path)
+	if err != nil {
+		return fileStamp{}, nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fileStamp{}, nil, err
+	}
+	return st, b, nil
+}

@@ -1,0 +1,359 @@
+package wasmfilter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// version is one compiled build of the module file and its pool of instances.
+// A reload makes a new version current and retires the old one: its idle
+// instances are closed at once, its busy ones when their call ends, and its
+// compiled code with the last of them.
+type version struct {
+	f   *Filter
+	cm  wazero.CompiledModule
+	seq int // 1 for the module loaded at New, then +1 per reload
+
+	mu       sync.Mutex
+	idle     []*instance // LIFO
+	live     int         // idle + busy
+	retired  bool
+	released sync.Once
+}
+
+// errRetired is get's answer when a reload retired v between the caller's
+// load of the current version and its get: the caller retries on the new one.
+var errRetired = errors.New("module version retired")
+
+// get takes an idle instance or makes one.
+func (v *version) get() (*instance, error) {
+	v.mu.Lock()
+	if v.retired {
+		v.mu.Unlock()
+		return nil, errRetired
+	}
+	if n := len(v.idle); n > 0 {
+		in := v.idle[n-1]
+		v.idle[n-1] = nil
+		v.idle = v.idle[:n-1]
+		v.mu.Unlock()
+		return in, nil
+	}
+	v.live++
+	v.mu.Unlock()
+	in, err := v.instantiate()
+	if err != nil {
+		v.mu.Lock()
+		v.live--
+		last := v.retired && v.live == 0
+		v.mu.Unlock()
+		if last {
+			v.release()
+		}
+		return nil, err
+	}
+	v.f.stats.created.Add(1)
+	return in, nil
+}
+
+// put returns a healthy instance after its call.
+func (v *version) put(in *instance) {
+	v.mu.Lock()
+	if !v.retired && len(v.idle) < v.f.maxIdle {
+		v.idle = append(v.idle, in)
+		v.mu.Unlock()
+		return
+	}
+	v.mu.Unlock()
+	v.discard(in)
+}
+
+// discard closes an instance: after a failure (its state is suspect), on
+// surplus, or because its version is retired.
+func (v *version) discard(in *instance) {
+	in.close()
+	v.f.stats.discarded.Add(1)
+	v.mu.Lock()
+	v.live--
+	last := v.retired && v.live == 0
+	v.mu.Unlock()
+	if last {
+		v.release()
+	}
+}
+
+// retire stops v from serving new calls.
+func (v *version) retire() {
+	v.mu.Lock()
+	v.retired = true
+	idle := v.idle
+	v.idle = nil
+	none := v.live == 0
+	v.mu.Unlock()
+	for _, in := range idle {
+		v.discard(in)
+	}
+	if none {
+		v.release()
+	}
+}
+
+func (v *version) release() {
+	v.released.Do(func() { v.cm.Close(context.Background()) })
+}
+
+// instance is one module instance and the state of the call it serves.
+type instance struct {
+	v   *version
+	f   *Filter
+	mod api.Module
+	mem api.Memory
+
+	alloc, onRequest, onResponse api.Function
+
+	// stack is the parameter/result stack of callbacks, alloc's of
+	// weft_alloc (called from inside host functions while a callback's stack
+	// is in use): reused, so calls do not allocate.
+	stack      [1]uint64
+	allocStack [1]uint64
+
+	// A context cancelled by timer when a guest call of an invocation without
+	// deadline overruns the filter's timeout: created once per instance, so
+	// that the common case costs a timer Reset and Stop, not a new context.
+	ictx    context.Context
+	icancel context.CancelCauseFunc
+	timer   *time.Timer
+
+	busy atomic.Int32
+
+	// The call being served.
+	next     kernel.Invoker
+	inv      *kernel.Invocation
+	phase    int
+	res      kernel.Result
+	callErr  error
+	rejected bool
+	rejCode  kernel.Code
+	rejMsg   string
+	abiErr   error  // the first ABI violation a host function saw
+	scratch  []byte // arguments/result JSON, reused
+	keys     map[string]string
+}
+
+const maxScratch = 64 << 10
+
+const (
+	phaseIdle = iota
+	phaseRequest
+	phaseResponse
+)
+
+var errGuestTimeout = errors.New("guest ran past the filter's timeout")
+
+// instantiate makes a new instance: instantiation, _initialize and the
+// version check run under the filter's timeout, as any guest code does.
+func (v *version) instantiate() (*instance, error) {
+	f := v.f
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	mod, err := f.rt.InstantiateModule(ctx, v.cm, f.modCfg)
+	if err != nil {
+		return nil, fmt.Errorf("instantiate: %w", guestErr(err))
+	}
+	in := &instance{v: v, f: f, mod: mod, mem: mod.Memory(),
+		alloc:      mod.ExportedFunction(exportAlloc),
+		onRequest:  mod.ExportedFunction(exportOnRequest),
+		onResponse: mod.ExportedFunction(exportOnResponse)}
+	if in.mem == nil || in.alloc == nil || in.onRequest == nil {
+		mod.Close(ctx)
+		return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")
+	}
+	f.byMod.Store(mod, in)
+	fail := func(err error) (*instance, error) {
+		f.byMod.Delete(mod)
+		mod.Close(context.Background())
+		return nil, err
+	}
+	if init := mod.ExportedFunction(exportInitialize); init != nil {
+		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+			return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err))))
+		}
+	}
+	if in.abiErr != nil {
+		return fail(fmt.Errorf("_initialize broke the ABI: %w", in.abiErr))
+	}
+	if err := mod.ExportedFunction(exportVersion).CallWithStack(ctx, in.stack[:]); err != nil {
+		return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err))))
+	}
+	if got := int32(in.stack[0]); got != ABIVersion {
+		return fail(fmt.Errorf("weft_abi_version returned %d; this host implements ABI version %d", got, ABIVersion))
+	}
+	in.ictx, in.icancel = context.WithCancelCause(context.Background())
+	in.timer = time.AfterFunc(time.Hour, func() { in.icancel(errGuestTimeout) })
+	in.timer.Stop()
+	return in, nil
+}
+
+func explainCtx(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("still running after the filter's timeout: %w", err)
+	}
+	return err
+}
+
+func (in *instance) close() {
+	in.f.byMod.Delete(in.mod)
+	if in.timer != nil {
+		in.timer.Stop()
+		in.icancel(nil)
+	}
+	in.mod.Close(context.Background())
+}
+
+func (in *instance) begin(next kernel.Invoker, inv *kernel.Invocation) {
+	if n := in.busy.Add(1); n > 1 {
+		// Never expected: recorded so tests (and Stats) can prove it.
+		for {
+			m := in.f.stats.maxBusy.Load()
+			if n <= m || in.f.stats.maxBusy.CompareAndSwap(m, n) {
+				break
+			}
+		}
+	} else if in.f.stats.maxBusy.Load() == 0 {
+		in.f.stats.maxBusy.CompareAndSwap(0, 1)
+	}
+	in.next, in.inv, in.phase = next, inv, phaseRequest
+	in.rejected, in.rejMsg, in.abiErr = false, "", nil
+}
+
+func (in *instance) respond(res kernel.Result, err error) {
+	in.res, in.callErr, in.phase = res, err, phaseResponse
+	in.rejected, in.rejMsg, in.abiErr = false, "", nil
+}
+
+func (in *instance) end() {
+	in.next, in.inv, in.phase = nil, nil, phaseIdle
+	in.res, in.callErr = kernel.Result{}, nil
+	if cap(in.scratch) > maxScratch {
+		in.scratch = nil // one call's large arguments are not kept for the instance's life
+	}
+	in.busy.Add(-1)
+}
+
+// call runs one guest callback under the invocation's deadline, or the
+// filter's timeout when it has none. Any failure leaves the instance unfit for
+// reuse; the caller discards it.
+func (in *instance) call(ctx context.Context, fn api.Function, what string) (uint32, error) {
+	cctx := ctx
+	timed := false
+	if _, ok := ctx.Deadline(); !ok {
+		if ctx.Done() == nil {
+			cctx, timed = in.ictx, true
+			in.timer.Reset(in.f.timeout)
+		} else {
+			// Cancellable but unbounded: rare enough to afford a context.
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, in.f.timeout)
+			defer cancel()
+		}
+	}
+	err := fn.CallWithStack(cctx, in.stack[:])
+	if timed && !in.timer.Stop() {
+		// The timer fired: the instance is (or is about to be) closed,
+		// even if the guest returned just in time.
+		return 0, in.failure(cctx, what, errGuestTimeout, true)
+	}
+	if err != nil {
+		return 0, in.failure(cctx, what, err, false)
+	}
+	if in.abiErr != nil {
+		return 0, in.failure(cctx, what, in.abiErr, false)
+	}
+	return uint32(in.stack[0]), nil
+}
+
+// failure turns a failed guest call into the call's error and logs it with
+// the guest's stack trace.
+func (in *instance) failure(cctx context.Context, what string, err error, timedOut bool) error {
+	f := in.f
+	var ke *kernel.Error
+	var exit *sys.ExitError
+	var abi *abiError
+	switch {
+	case f.closed.Load():
+		ke = kernel.Errorf(kernel.CodeUnknown, "wasm filter %q was closed while %s ran (its App is stopping)", f.name, what)
+	case timedOut || errors.Is(context.Cause(cctx), errGuestTimeout):
+		ke = kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: %s ran past the filter's timeout of %v; the instance was stopped and discarded",
+			f.name, what, f.timeout)
+	case errors.As(err, &abi):
+		ke = kernel.Wrap(kernel.CodeUnknown, abi, "wasm filter %q: %s broke the ABI; the instance was discarded", f.name, what)
+	case errors.As(err, &exit):
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			ke = kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: %s was still running at the call's deadline; the instance was stopped and discarded",
+				f.name, what)
+		case sys.ExitCodeContextCanceled:
+			ke = kernel.Wrap(kernel.CodeUnknown, context.Canceled, "wasm filter %q: the call was cancelled while %s ran; the instance was stopped and discarded",
+				f.name, what)
+		default:
+			ke = kernel.Errorf(kernel.CodeUnknown, "wasm filter %q: %s exited (proc_exit) with code %d; the instance was discarded",
+				f.name, what, exit.ExitCode())
+		}
+	default:
+		// A failed memory.grow is invisible to the host (the guest sees -1
+		// and usually traps later), so the memory in use is reported with
+		// every trap: "51 of 64 pages" points at the cap.
+		ke = kernel.Wrap(kernel.CodeUnknown, guestErr(err), "wasm filter %q: %s trapped (memory: %d of max_memory_pages %d); the instance was discarded",
+			f.name, what, in.mem.Size()/65536, f.maxPages)
+	}
+	f.stats.failures.Add(1)
+	f.log.Warn("weft: wasm filter call failed", "module_version", in.v.seq, "error", ke.Msg, "detail", err.Error())
+	return ke
+}
+
+// rejection is the error of a callback that did not return CONTINUE.
+func (in *instance) rejection(act uint32, what string) error {
+	f := in.f
+	if act != actionReject {
+		return kernel.Errorf(kernel.CodeUnknown, "wasm filter %q: %s returned %d, which is neither CONTINUE (0) nor REJECT (1)",
+			f.name, what, int32(act))
+	}
+	if !in.rejected {
+		return kernel.Errorf(kernel.CodeForbidden, "wasm filter %q rejected the call", f.name)
+	}
+	return kernel.Errorf(in.rejCode, "wasm filter %q rejected the call: %s", f.name, in.rejMsg)
+}
+
+// guestError shows the first line of a wazero error (the wasm stack trace
+// that follows goes to the log, not into the call's error message).
+type guestError struct{ err error }
+
+func guestErr(err error) error { return &guestError{err} }
+
+func (g *guestError) Error() string {
+	s := g.err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func (g *guestError) Unwrap() error { return g.err }
+
+// abiError is a guest's misuse of a host function that has no status to
+// report it with (counter_add with a key outside memory, say), or a
+// weft_alloc that trapped: the call fails and the instance is discarded.
+type abiError struct{ msg string }
+
+func (e *abiError) Error() string { return e.msg }

@@ -1,0 +1,199 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Native and WASM filters in one activation, on both sides of a real dubbo
+// call: each appends its name to the attachment "trace" on the way in (the
+// service returns it) and to the result attachment "rtrace" on the way out
+// (which travels back with the response). The order is the activated order:
+// by `order`, then listed names where the list puts them.
+func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) {
+	dir := t.TempDir()
+	trace := buildWasmGuest(t, dir, "trace")
+	addr := freePort(t)
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	provider := kernel.GroupProvider
+	startApp(t, fmt.Sprintf(`
+protocols: {dubbo: {port: %s}}
+wasm:
+  filters:
+    wasm-a: {path: %q, groups: [provider], order: -200, config: {name: wasm-a}}
+    wasm-b: {path: %q, groups: [provider], order: 50, timeout: 500, max_memory_pages: 64, config: {name: wasm-b}}
+    wasm-listed: {path: %q, config: {name: wasm-listed}}
+    wasm-keyed: {path: %q, groups: [provider], keys: [nosuchkey], config: {name: wasm-keyed}}
+provider:
+  filter: "default,wasm-listed"
+  services:
+    tracer: {interface: org.weft.Tracer}
+`, port, trace, trace, trace, trace),
+		weft.WithService("tracer", tracer{}),
+		weft.WithFilter("n1", &kernel.Activate{Groups: []string{provider}, Order: -300}, traceFilter("n1")),
+		weft.WithFilter("n2", &kernel.Activate{Groups: []string{provider}, Order: -100}, traceFilter("n2")))
+
+	var c tracerClient
+	consumer := kernel.GroupConsumer
+	app := startApp(t, fmt.Sprintf(`
+wasm:
+  filters:
+    wasm-c: {path: %q, groups: [consumer], order: 5, config: {name: wasm-c}}
+consumer:
+  references:
+    tracer: {interface: org.weft.Tracer, url: "dubbo://%s", retries: 0}
+`, trace, addr),
+		weft.WithReference("tracer", &c),
+		weft.WithFilter("c1", &kernel.Activate{Groups: []string{consumer}, Order: 10}, traceFilter("c1")))
+
+	got, err := c.Trace(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "wasm-c,c1,n1,wasm-a,n2,wasm-b,wasm-listed"; got != want {
+		t.Fatalf("request order %q, want %q", got, want)
+	}
+	iv, err := app.Reference("tracer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := iv.Invoke(context.Background(), kernel.NewInvocation("trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "wasm-listed,wasm-b,n2,wasm-a,n1,c1,wasm-c"; res.Attachments["rtrace"] != want {
+		t.Fatalf("response order %q, want %q (attachments %v)", res.Attachments["rtrace"], want, res.Attachments)
+	}
+}
+
+// The App watches its modules: replacing the file while calls run swaps the
+// module without failing any call.
+func TestWasmHotReloadInApp(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.wasm")
+	v2 := buildWasmGuest(t, dir, "version", `VERSION="2"`)
+	mustCopy(t, buildWasmGuest(t, dir, "version", `VERSION="1"`), live)
+	addr := freePort(t)
+	startApp(t, fmt.Sprintf(`
+protocols: {dubbo: {port: %s}}
+wasm:
+  filters:
+    wasm-version: {path: %q, groups: [provider]}
+provider:
+  services:
+    tracer: {interface: org.weft.Tracer}
+`, addr[strings.LastIndexByte(addr, ':')+1:], live), weft.WithService("tracer", tracer{}))
+	var c tracerClient
+	startApp(t, fmt.Sprintf(`
+consumer:
+  references:
+    tracer: {interface: org.weft.Tracer, url: "dubbo://%s", retries: 0}
+`, addr), weft.WithReference("tracer", &c))
+
+	var stop atomic.Bool
+	var calls, fails, sawNew atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				v, err := c.Version(context.Background())
+				calls.Add(1)
+				switch {
+				case err != nil:
+					fails.Add(1)
+					t.Errorf("call during reload: %v", err)
+				case v == "2":
+					sawNew.Add(1)
+				case v != "1":
+					t.Errorf("version %q", v)
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	tmp := live + ".tmp"
+	mustCopy(t, v2, tmp)
+	if err := os.Rename(tmp, live); err != nil {
+		t.Fatal(err)
+	}
+	swapped := time.Now()
+	deadline := swapped.Add(5 * time.Second)
+	for sawNew.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("new module serving %v after the rename (poll interval 500ms)", time.Since(swapped).Round(time.Millisecond))
+	time.Sleep(100 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if v, err := c.Version(context.Background()); err != nil || v != "2" {
+		t.Fatalf("after reload: %q, %v", v, err)
+	}
+	t.Logf("%d calls, %d failed", calls.Load(), fails.Load())
+	if fails.Load() != 0 || sawNew.Load() == 0 {
+		t.Fatalf("fails %d, calls on the new module %d", fails.Load(), sawNew.Load())
+	}
+}
+
+// Config errors name the key path and the cause, at weft.New.
+func TestWasmConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	noop := buildWasmGuest(t, dir, "noop")
+	abi2 := buildWasmGuest(t, dir, "noop", "ABI_VERSION=2")
+	for _, c := range []struct {
+		yaml string
+		want []string
+	}{
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, pathh: x}}}", noop),
+			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: config, groups, keys, max_memory_pages, order, path, timeout)"}},
+		{"wasm: {filters: {wasm-x: {path: /nonexistent/x.wasm}}}",
+			[]string{"wasm.filters.wasm-x: stat /nonexistent/x.wasm: no such file or directory"}},
+		{"wasm: {filters: {wasm-x: {groups: [provider]}}}",
+			[]string{"wasm.filters.wasm-x.path: the module file is required"}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q}}}", abi2),
+			[]string{"wasm.filters.wasm-x: module", "weft_abi_version returned 2; this host implements ABI version 1"}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, max_memory_pages: 2}}}", noop),
+			[]string{"wasm.filters.wasm-x: module", "min 3 pages (192 Ki) over limit of 2 pages"}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, groups: [server]}}}", noop),
+			[]string{`wasm.filters.wasm-x: groups: unknown group "server"`}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, keys: [token]}}}", noop),
+			[]string{"wasm.filters.wasm-x: keys without groups"}},
+		{fmt.Sprintf("wasm: {filters: {timeout: {path: %q}}}", noop),
+			[]string{`wasm.filters.timeout: weft: filter extension "timeout" registered twice`}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q}}}\nprovider: {filter: wasm-y}", noop),
+			[]string{`provider.filter: unknown filter extension "wasm-y"`, "wasm-x"}},
+	} {
+		_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithConfig(weft.ConfigYAML(c.yaml)))
+		if err == nil {
+			t.Errorf("%s: no error", c.yaml)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s:\n error %q\n lacks %q", c.yaml, err, w)
+			}
+		}
+	}
+}
+
+func mustCopy(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,116 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// buildWasmGuest compiles ../filters-wasm/testdata/<name>.c into dir (see
+// filters-wasm's buildGuest): skipped without clang on a developer's machine,
+// a failure under CI.
+func buildWasmGuest(t testing.TB, dir, name string, defines ...string) string {
+	t.Helper()
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("clang is not installed (apt-get install clang lld); the WASM guests are built from C source")
+		}
+		t.Fatal("clang is not installed but CI is set: .ci/run must install clang and lld")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "filters-wasm", "testdata", name+".c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name+strings.NewReplacer("=", "_", "\"", "").Replace(strings.Join(defines, ""))+".wasm")
+	args := []string{"--target=wasm32", "-nostdlib", "-O2", "-Wl,--no-entry", "-Wl,--export-dynamic", "-Wl,--allow-undefined"}
+	for _, d := range defines {
+		args = append(args, "-D"+d)
+	}
+	args = append(args, "-o", out, src)
+	if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+		t.Fatalf("clang %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}
+
+// traceFilter is a native filter that does what the trace guest does: its
+// name onto attachment "trace" on the way in, onto the result's "rtrace" on
+// the way out.
+func traceFilter(name string) kernel.Factory[extension.Filter] {
+	return func() (extension.Filter, error) {
+		return extension.FilterFunc(func(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+			inv.SetAttachment("trace", appendName(inv.AttachmentString("trace"), name))
+			res, err := next.Invoke(ctx, inv)
+			if res.Attachments == nil {
+				res.Attachments = map[string]any{}
+			}
+			prev, _ := res.Attachments["rtrace"].(string)
+			res.Attachments["rtrace"] = appendName(prev, name)
+			return res, err
+		}), nil
+	}
+}
+
+func appendName(list, name string) string {
+	if list == "" {
+		return name
+	}
+	return list + "," + name
+}
+
+// tracer is the service: it answers with the trace its call carried.
+type tracer struct{}
+
+func (tracer) Trace(ctx context.Context) (string, error) {
+	inv, ok := kernel.InvocationFrom(ctx)
+	if !ok {
+		return "", fmt.Errorf("no invocation in context")
+	}
+	return inv.AttachmentString("trace"), nil
+}
+
+func (tracer) Version(ctx context.Context) (string, error) {
+	inv, _ := kernel.InvocationFrom(ctx)
+	return inv.AttachmentString("version"), nil
+}
+
+func (tracer) Echo(ctx context.Context, s string) (string, error) { return s, nil }
+
+type tracerClient struct {
+	Trace   func(ctx context.Context) (string, error)
+	Version func(ctx context.Context) (string, error)
+	Echo    func(ctx context.Context, s string) (string, error)
+}
+
+func startApp(t testing.TB, yaml string, opts ...weft.Option) *weft.App {
+	t.Helper()
+	app, err := weft.New(append([]weft.Option{weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithConfig(weft.ConfigYAML(yaml))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	return app
+}
+
+// freeAddr is freePort for benchmarks too.
+func freeAddr(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
