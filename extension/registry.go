@@ -25,3 +25,11 @@ type Registry interface {
 type NotifyListener interface {
 	Notify(urls []*kernel.URL)
 }
+
+// RegistryFactory opens a registry from its address URL; the URL's protocol
+// names the factory (`nacos://127.0.0.1:8848?namespace=dev`,
+// `embedded:///var/run/weft`). An App opens one registry per configured
+// address and closes it at shutdown.
+type RegistryFactory interface {
+	GetRegistry(url *kernel.URL) (Registry, error)
+}
