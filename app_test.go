@@ -140,6 +140,9 @@ consumer:
       protocol: injvm
       methods: {sayHello: {loadbalance: nope}}`,
 			[]string{"consumer.references.greeter.methods.sayHello.loadbalance", `"nope"`}},
+		{"unknown registry", `
+registries: {main: {address: "zookeeper://127.0.0.1:2181"}}`,
+			[]string{"registries.main.address", `unknown registry extension "zookeeper"`}},
 		{"unknown router", `
 consumer:
   references:

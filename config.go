@@ -109,12 +109,20 @@ type RouterConfig struct {
 
 // ProviderConfig holds the defaults of every service and the services.
 type ProviderConfig struct {
+	// Shutdown tunes the graceful stop of providers.
+	Shutdown  ShutdownConfig           `koanf:"shutdown"`
 	Filter    string                   `koanf:"filter"`
 	Timeout   int                      `koanf:"timeout"`
 	Executes  int                      `koanf:"executes"`
 	AccessLog string                   `koanf:"accesslog"`
 	Protocol  string                   `koanf:"protocol"`
 	Services  map[string]ServiceConfig `koanf:"services"`
+}
+
+// ShutdownConfig: on stop a provider unregisters, waits Wait ms for
+// consumers to hear of it, then refuses new calls and drains those in flight.
+type ShutdownConfig struct {
+	Wait int `koanf:"wait"`
 }
 
 // ServiceConfig exports one implementation.

@@ -45,6 +45,7 @@ const (
 	groupCluster     = `group:"weft.cluster"`
 	groupLoadBalance = `group:"weft.loadbalance"`
 	groupRouter      = `group:"weft.router"`
+	groupRegistry    = `group:"weft.registry"`
 )
 
 func groupOf[T any]() string {
@@ -60,6 +61,8 @@ func groupOf[T any]() string {
 		return groupLoadBalance
 	case *extension.RouterFactory:
 		return groupRouter
+	case *extension.RegistryFactory:
+		return groupRegistry
 	}
 	panic("weft: no extension group for this type")
 }
@@ -162,6 +165,7 @@ func loaders() fx.Option {
 		loader[extension.Cluster]("cluster", extension.DefaultCluster),
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),
 		loader[extension.RouterFactory]("router", extension.DefaultRouter),
+		loader[extension.RegistryFactory]("registry", extension.DefaultRegistry),
 	)
 }
 

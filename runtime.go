@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,12 +29,22 @@ type runtime struct {
 	clusters  *kernel.Loader[extension.Cluster]
 	lbs       *kernel.Loader[extension.LoadBalance]
 	routers   *kernel.Loader[extension.RouterFactory]
+	regs      *kernel.Loader[extension.RegistryFactory]
+
+	registryURLs map[string]*kernel.URL // id -> address
+	registries   map[string]extension.Registry
+	registered   []registration
 
 	services []*service
 	refs     map[string]*reference
 	refIDs   []string
 
 	exporters []extension.Exporter
+}
+
+type registration struct {
+	reg extension.Registry
+	url *kernel.URL
 }
 
 type service struct {
@@ -43,12 +55,13 @@ type service struct {
 }
 
 type reference struct {
-	routers []extension.Router
-	id      string
-	url     *kernel.URL   // consumer URL
-	targets []*kernel.URL // providers to refer (merged with consumer params)
-	stubs   []any
-	invoker atomic.Pointer[kernel.Invoker]
+	routers  []extension.Router
+	discover bool // providers come from the registries
+	id       string
+	url      *kernel.URL   // consumer URL
+	targets  []*kernel.URL // providers to refer (merged with consumer params)
+	stubs    []any
+	invoker  atomic.Pointer[kernel.Invoker]
 }
 
 func (r *reference) current() (kernel.Invoker, error) {
@@ -68,9 +81,10 @@ type registry struct {
 func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
-	routers *kernel.Loader[extension.RouterFactory],
+	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
+		regs: regs, registryURLs: map[string]*kernel.URL{}, registries: map[string]extension.Registry{},
 		refs: map[string]*reference{}}
 	var errs []error
 	fallbacks := map[string]kernel.Invoker{}
@@ -100,8 +114,19 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	for id, p := range cfg.Protocols {
 		checkName("protocols."+id+".name", protocolName(id, p), protocols.Has, protocols.Names, "protocol")
 	}
-	if len(cfg.Registries) > 0 {
-		fail("registries", errors.New("registries are not supported yet; use url: or protocol: injvm on references"))
+	for _, id := range sortedKeys(cfg.Registries) {
+		addr := cfg.Registries[id].Address
+		path := "registries." + id + ".address"
+		u, err := kernel.ParseURL(addr)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		if !regs.Has(u.Protocol) {
+			fail(path, &kernel.UnknownError{Point: "registry", Name: u.Protocol, Known: regs.Names()})
+			continue
+		}
+		rt.registryURLs[id] = u
 	}
 	checkList("provider.filter", cfg.Provider.Filter)
 	checkList("consumer.filter", cfg.Consumer.Filter)
@@ -338,8 +363,12 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 				}
 			}
 		}
+		if name == "" && len(rt.registryURLs) > 0 {
+			r.discover = true
+			break
+		}
 		if name == "" {
-			return nil, fmt.Errorf("no url, no registry and no service %s exported by this App: set url: dubbo://host:port or protocol: injvm", r.url.ServiceKey())
+			return nil, fmt.Errorf("no url, no registry and no service %s exported by this App: set url: dubbo://host:port, protocol: injvm, or a registry", r.url.ServiceKey())
 		}
 		p, err := rt.protocolFor(name)
 		if err != nil {
@@ -360,6 +389,61 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 	return r, nil
 }
 
+// referProvider turns a provider URL from a registry into an invoker: the
+// consumer's settings laid over the provider's, the protocol's invoker, the
+// per-invoker filters.
+func (rt *runtime) referProvider(ctx context.Context, provider, consumer *kernel.URL) (kernel.Invoker, error) {
+	params := consumer.Params()
+	delete(params, kernel.KeySide)
+	delete(params, kernel.KeyTimestamp)
+	t := mergeURL(provider, params)
+	p, err := rt.protocols.Get(t.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	iv, err := p.Refer(context.WithoutCancel(ctx), t)
+	if err != nil {
+		return nil, err
+	}
+	filters, err := rt.filters.Activate(t, kernel.KeyReferenceFilter, kernel.GroupConsumer)
+	if err != nil {
+		iv.Destroy()
+		return nil, err
+	}
+	_, perInvoker := extension.SplitClusterScoped(filters)
+	return extension.BuildChain(iv, perInvoker), nil
+}
+
+// unionListener merges the full lists of several registries into one for
+// the directory: each registry's notification replaces only its own part.
+type unionListener struct {
+	mu    sync.Mutex
+	dir   extension.NotifyListener
+	parts map[string][]*kernel.URL
+}
+
+func newUnionListener(dir extension.NotifyListener) *unionListener {
+	return &unionListener{dir: dir, parts: map[string][]*kernel.URL{}}
+}
+
+type unionMember struct {
+	u  *unionListener
+	id string
+}
+
+func (u *unionListener) member(id string) extension.NotifyListener { return unionMember{u, id} }
+
+func (m unionMember) Notify(urls []*kernel.URL) {
+	m.u.mu.Lock()
+	defer m.u.mu.Unlock()
+	m.u.parts[m.id] = urls
+	var all []*kernel.URL
+	for _, id := range sortedKeys(m.u.parts) {
+		all = append(all, m.u.parts[id]...)
+	}
+	m.u.dir.Notify(all)
+}
+
 // router builds the router a router URL describes; its protocol names the
 // factory.
 func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
@@ -378,6 +462,18 @@ func mergeURL(provider *kernel.URL, consumer map[string]string) *kernel.URL {
 }
 
 func (rt *runtime) start(ctx context.Context) error {
+	for _, id := range sortedKeys(rt.registryURLs) {
+		u := rt.registryURLs[id]
+		f, err := rt.regs.Get(u.Protocol)
+		if err != nil {
+			return err
+		}
+		reg, err := f.GetRegistry(u)
+		if err != nil {
+			return fmt.Errorf("weft: registries.%s (%s): %w", id, u, err)
+		}
+		rt.registries[id] = reg
+	}
 	for _, s := range rt.services {
 		for _, inv := range s.invokers {
 			if err := rt.export(ctx, s.id, inv); err != nil {
@@ -409,6 +505,24 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	}
 	rt.exporters = append(rt.exporters, exp)
 	rt.log.Debug("weft: exported", "service", id, "url", u.String())
+	if u.Protocol == "injvm" {
+		return nil
+	}
+	// Registered once the server listens, with the port it really got.
+	pub := u
+	if b, ok := exp.(interface{ BoundAddr() string }); ok && u.Port == 0 {
+		if _, port, err := net.SplitHostPort(b.BoundAddr()); err == nil {
+			p, _ := strconv.Atoi(port)
+			pub = u.WithAddress(u.Protocol, u.Host, p)
+		}
+	}
+	for _, rid := range sortedKeys(rt.registries) {
+		reg := rt.registries[rid]
+		if err := reg.Register(ctx, pub); err != nil {
+			return fmt.Errorf("weft: register %s in registries.%s: %w", id, rid, err)
+		}
+		rt.registered = append(rt.registered, registration{reg, pub})
+	}
 	return nil
 }
 
@@ -441,8 +555,24 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 	if err != nil {
 		return err
 	}
-	dir := cluster.NewStaticDirectory(r.url, invokers)
-	dir.SetRouters(r.routers)
+	var dir extension.Directory
+	if r.discover {
+		rd := cluster.NewRegistryDirectory(r.url, func(pu *kernel.URL) (kernel.Invoker, error) {
+			return rt.referProvider(ctx, pu, r.url)
+		}, rt.log)
+		rd.SetRouters(r.routers)
+		union := newUnionListener(rd)
+		for _, id := range sortedKeys(rt.registries) {
+			if err := rt.registries[id].Subscribe(ctx, r.url, union.member(id)); err != nil {
+				return fmt.Errorf("subscribe in registries.%s: %w", id, err)
+			}
+		}
+		dir = rd
+	} else {
+		sd := cluster.NewStaticDirectory(r.url, invokers)
+		sd.SetRouters(r.routers)
+		dir = sd
+	}
 	iv, err := cl.Join(dir)
 	if err != nil {
 		return err
@@ -455,7 +585,24 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 
 // stop releases references first, then unexports: calls in flight finish
 // against services that are still there.
-func (rt *runtime) stop(context.Context) error {
+func (rt *runtime) stop(ctx context.Context) error {
+	// Unregister first, so consumers stop choosing this provider while it
+	// still answers; then references; then exporters, which refuse new
+	// calls and drain those in flight before closing.
+	for i := len(rt.registered) - 1; i >= 0; i-- {
+		r := rt.registered[i]
+		if err := r.reg.Unregister(ctx, r.url); err != nil {
+			rt.log.Warn("weft: unregister", "url", r.url.String(), "err", err)
+		}
+	}
+	rt.registered = nil
+	if d := time.Duration(rt.cfg.Provider.Shutdown.Wait) * time.Millisecond; d > 0 && len(rt.registries) > 0 && len(rt.exporters) > 0 {
+		// Give consumers time to hear of the unregistration.
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	for i := len(rt.refIDs) - 1; i >= 0; i-- {
 		r := rt.refs[rt.refIDs[i]]
 		if p := r.invoker.Swap(nil); p != nil {
@@ -466,6 +613,12 @@ func (rt *runtime) stop(context.Context) error {
 		rt.exporters[i].Unexport()
 	}
 	rt.exporters = nil
+	for _, id := range sortedKeys(rt.registries) {
+		if err := rt.registries[id].Close(); err != nil {
+			rt.log.Warn("weft: close registry", "registry", id, "err", err)
+		}
+	}
+	rt.registries = map[string]extension.Registry{}
 	return nil
 }
 
