@@ -22,6 +22,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/timeout"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
+	"github.com/weftrpc/weft/plugins/registry/embedded"
 )
 
 // Extension is one named implementation of the extension point T, as an App
@@ -121,6 +122,10 @@ func builtins() fx.Option {
 		}),
 
 		fx.Provide(fx.Annotate(wasmFilters, fx.ResultTags(`group:"weft.filter,flatten"`))),
+
+		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
+			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
+		}),
 
 		clusterPlugin(cluster.Failover, cluster.NewFailover),
 		clusterPlugin(cluster.Failfast, cluster.NewFailfast),

@@ -32,6 +32,9 @@ func (echoSvc) Echo(_ context.Context, s string) (string, error) { return s, nil
 // The child process: a dubbo provider that prints "ready" and serves until
 // killed. The parent freezes it with SIGSTOP.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(registryChildEnv); spec != "" {
+		registryChild(spec)
+	}
 	if addr := os.Getenv(childEnv); addr != "" {
 		p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 		u := kernel.MustParseURL("dubbo://" + addr + "/org.weft.Echo?interface=org.weft.Echo")
