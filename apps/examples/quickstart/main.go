@@ -1,7 +1,13 @@
-// Command quickstart runs a Greeter provider and its consumer in one App, calls
-// it a few times through both filter chains, prints the replies and exits.
+// Command quickstart runs the Greeter as its config says. With weft.yaml the
+// provider and its consumer share one App; with provider.yaml it serves until
+// SIGINT/SIGTERM; with consumer.yaml it finds a provider process through the
+// embedded registry. When the config has the greeter reference, it calls it a
+// few times through both filter chains, prints the replies and exits.
 //
 //	go run ./apps/examples/quickstart -c apps/examples/quickstart/weft.yaml
+//
+//	go run ./apps/examples/quickstart -c apps/examples/quickstart/provider.yaml &
+//	go run ./apps/examples/quickstart -c apps/examples/quickstart/consumer.yaml
 package main
 
 import (
@@ -37,15 +43,30 @@ func main() {
 }
 
 func run(cfg []string) error {
-	var client greeter.Client
-	app, err := weft.New(
-		weft.WithConfig(weft.ConfigFiles(cfg...)...),
-		weft.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		weft.WithService("greeter", greeter.Greeter{}),
-		weft.WithReference("greeter", &client),
-	)
+	conf, err := weft.LoadConfig(append(weft.ConfigFiles(cfg...), weft.ConfigEnv())...)
 	if err != nil {
 		return err
+	}
+	_, consumer := conf.Consumer.References["greeter"]
+	_, provider := conf.Provider.Services["greeter"]
+	var client greeter.Client
+	opts := []weft.Option{
+		weft.WithConfig(weft.ConfigFiles(cfg...)...),
+		weft.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	if provider {
+		opts = append(opts, weft.WithService("greeter", greeter.Greeter{}))
+	}
+	if consumer {
+		opts = append(opts, weft.WithReference("greeter", &client))
+	}
+	app, err := weft.New(opts...)
+	if err != nil {
+		return err
+	}
+	if !consumer {
+		fmt.Fprintln(os.Stderr, "quickstart: serving the Greeter until interrupted")
+		return app.Run(context.Background())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -53,6 +74,12 @@ func run(cfg []string) error {
 		return err
 	}
 	defer app.Stop(context.Background())
+	// A provider found through a registry may take a moment to appear.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := client.SayHello(ctx, "probe"); err == nil {
+			break
+		}
+	}
 
 	for _, name := range []string{"world", "weft", "dubbo"} {
 		reply, err := client.SayHello(ctx, name)
