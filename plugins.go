@@ -23,6 +23,7 @@ import (
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 // Extension is one named implementation of the extension point T, as an App
@@ -125,6 +126,10 @@ func builtins() fx.Option {
 
 		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
+		}),
+
+		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
+			return Extension[extension.RegistryFactory]{Name: nacos.Name, New: value[extension.RegistryFactory](nacos.Factory{Log: log})}
 		}),
 
 		clusterPlugin(cluster.Failover, cluster.NewFailover),

@@ -1,0 +1,455 @@
+// Package nacos is weft's distributed registry on Nacos, through the Nacos v2
+// gRPC client of nacos-sdk-go/v2. It implements extension.Registry under the
+// name "nacos", opened from an address URL such as
+//
+//	nacos://127.0.0.1:8848?namespace=dev&timeout=5000
+//
+// Providers are published the way Apache Dubbo publishes them, so weft and
+// Dubbo consumers can read each other's registrations: the Nacos service name
+// is providers:<interface>:<version>:<group> in DEFAULT_GROUP, the instance is
+// the provider's host and port, and its metadata is the provider URL's
+// parameters plus Dubbo's protocol, path and category keys. A subscriber
+// rebuilds the provider URLs from the healthy, enabled instances and gets the
+// full list at subscribe time and after every push.
+//
+// The SDK keeps a gRPC connection to the server (port+1000 by default, 9848
+// for 8848) and re-registers and re-subscribes by itself after a reconnect.
+// Its log files and snapshot cache go under os.TempDir()/weft-nacos-<pid>,
+// never into the working directory.
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Name is the registry's extension name and address-URL protocol.
+const Name = "nacos"
+
+const (
+	// DefaultPort is Nacos' HTTP port; the gRPC port is this plus 1000.
+	DefaultPort = 8848
+	// Group is the Nacos group every Dubbo service lives in.
+	Group = constant.DEFAULT_GROUP
+	// CategoryProviders is Dubbo's category of provider registrations.
+	CategoryProviders = "providers"
+
+	// Metadata keys Dubbo adds to an instance besides the URL parameters.
+	metaProtocol = "protocol"
+	metaPath     = kernel.KeyPath
+	metaCategory = "category"
+	// internalPrefix marks keys a Nacos-compatible server (PolarisMesh) adds
+	// to the metadata; they are not URL parameters.
+	internalPrefix = "internal-nacos-"
+
+	defaultTimeoutMs = 5000
+)
+
+// Factory opens Nacos registries. Log receives the registry's own messages
+// (nil: slog.Default()); the SDK's logs go to files under the temp directory.
+type Factory struct{ Log *slog.Logger }
+
+var _ extension.RegistryFactory = Factory{}
+
+// GetRegistry connects to the Nacos server of url: host and port (default
+// 8848), parameter namespace (default: Nacos' public namespace), timeout in
+// milliseconds (default 5000) and user:password for servers with auth.
+func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
+	if url == nil {
+		return nil, errors.New("nacos: nil registry URL")
+	}
+	log := f.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	host := url.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port := url.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	timeout := url.ParamInt("timeout", defaultTimeoutMs)
+	if timeout <= 0 {
+		return nil, fmt.Errorf("nacos: %s: timeout must be positive", url)
+	}
+	namespace := url.Param("namespace")
+	base := filepath.Join(os.TempDir(), "weft-nacos-"+strconv.Itoa(os.Getpid()))
+	cc := constant.NewClientConfig(
+		constant.WithNamespaceId(namespace),
+		constant.WithTimeoutMs(uint64(timeout)),
+		constant.WithAppName(url.ParamOr(kernel.KeyApplication, "weft")),
+		constant.WithLogDir(filepath.Join(base, "log")),
+		constant.WithCacheDir(filepath.Join(base, "cache")),
+		constant.WithLogLevel(url.ParamOr("sdk.loglevel", "warn")),
+		constant.WithNotLoadCacheAtStart(true),
+		constant.WithDisableUseSnapShot(true),
+		// Deliver empty lists too: the listener decides what they mean.
+		constant.WithUpdateCacheWhenEmpty(true),
+		constant.WithUsername(url.Username),
+		constant.WithPassword(url.Password),
+	)
+	sc := []constant.ServerConfig{*constant.NewServerConfig(host, uint64(port))}
+	client, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: cc, ServerConfigs: sc})
+	if err != nil {
+		return nil, fmt.Errorf("nacos: connect %s:%d: %w", host, port, err)
+	}
+	log.Info("nacos registry connected", "server", fmt.Sprintf("%s:%d", host, port), "namespace", namespace)
+	return &Registry{
+		client:     client,
+		log:        log.With("registry", Name),
+		registered: map[string]map[string]*kernel.URL{},
+		subs:       map[string]*subscription{},
+	}, nil
+}
+
+// Registry is a Nacos registry connection. It is safe for concurrent use.
+type Registry struct {
+	client naming_client.INamingClient
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	closed bool
+	// registered: Nacos service name -> provider URL string -> URL. One
+	// client publishes one instance per service unless it batch-registers,
+	// so all of a service's URLs are (re)published together.
+	registered map[string]map[string]*kernel.URL
+	subs       map[string]*subscription
+}
+
+var _ extension.Registry = (*Registry)(nil)
+
+// ServiceName is Dubbo's Nacos service name of url's service:
+// providers:<interface>:<version>:<group>.
+func ServiceName(url *kernel.URL) string {
+	return CategoryProviders + ":" + url.Interface() + ":" + url.Param(kernel.KeyVersion) + ":" + url.Param(kernel.KeyGroup)
+}
+
+var errClosed = errors.New("nacos: registry closed")
+
+// Register publishes the provider url.
+func (r *Registry) Register(ctx context.Context, url *kernel.URL) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if url.Host == "" || url.Port <= 0 {
+		return fmt.Errorf("nacos: register %s: provider URL needs host and port", url)
+	}
+	svc := ServiceName(url)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errClosed
+	}
+	urls := r.registered[svc]
+	if _, ok := urls[url.String()]; ok {
+		return nil
+	}
+	next := make(map[string]*kernel.URL, len(urls)+1)
+	for k, v := range urls {
+		next[k] = v
+	}
+	next[url.String()] = url
+	if err := r.publish(svc, next, nil); err != nil {
+		return fmt.Errorf("nacos: register %s: %w", url, err)
+	}
+	r.registered[svc] = next
+	r.log.Debug("registered", "service", svc, "url", url.String())
+	return nil
+}
+
+// Unregister withdraws the provider url.
+func (r *Registry) Unregister(ctx context.Context, url *kernel.URL) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	svc := ServiceName(url)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errClosed
+	}
+	urls := r.registered[svc]
+	if _, ok := urls[url.String()]; !ok {
+		return nil
+	}
+	next := make(map[string]*kernel.URL, len(urls))
+	for k, v := range urls {
+		if k != url.String() {
+			next[k] = v
+		}
+	}
+	if err := r.publish(svc, next, url); err != nil {
+		return fmt.Errorf("nacos: unregister %s: %w", url, err)
+	}
+	if len(next) == 0 {
+		delete(r.registered, svc)
+	} else {
+		r.registered[svc] = next
+	}
+	r.log.Debug("unregistered", "service", svc, "url", url.String())
+	return nil
+}
+
+// publish makes urls the client's instances of svc; removed is the URL
+// being withdrawn, if any. Called with r.mu held.
+//
+// Nacos servers differ on what a batch replaces (PolarisMesh keeps
+// instances missing from a new batch), so a withdrawn URL is deregistered
+// explicitly, and the remaining ones are published again as one batch: that
+// also resets the SDK's redo record, which re-registers them after a
+// reconnect.
+func (r *Registry) publish(svc string, urls map[string]*kernel.URL, removed *kernel.URL) error {
+	if removed != nil {
+		ok, err := r.client.DeregisterInstance(vo.DeregisterInstanceParam{
+			Ip: removed.Host, Port: uint64(removed.Port),
+			ServiceName: svc, GroupName: Group, Ephemeral: true,
+		})
+		if err := result(ok, err); err != nil || len(urls) == 0 {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(urls))
+	for k := range urls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	batch := vo.BatchRegisterInstanceParam{ServiceName: svc, GroupName: Group}
+	for _, k := range keys {
+		batch.Instances = append(batch.Instances, instance(svc, urls[k]))
+	}
+	ok, err := r.client.BatchRegisterInstance(batch)
+	return result(ok, err)
+}
+
+func result(ok bool, err error) error {
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("server refused")
+	}
+	return nil
+}
+
+func instance(svc string, u *kernel.URL) vo.RegisterInstanceParam {
+	md := u.Params()
+	md[metaProtocol] = u.Protocol
+	md[metaPath] = u.Path
+	md[metaCategory] = CategoryProviders
+	return vo.RegisterInstanceParam{
+		Ip: u.Host, Port: uint64(u.Port), Weight: 1,
+		Enable: true, Healthy: true, Ephemeral: true,
+		Metadata: md, ServiceName: svc, GroupName: Group,
+	}
+}
+
+// providerURL rebuilds a provider URL from an instance: the inverse of
+// instance. Keys the server adds (internal-nacos-*) and Dubbo's protocol,
+// path and category keys are not parameters.
+func providerURL(in model.Instance) (*kernel.URL, bool) {
+	proto := in.Metadata[metaProtocol]
+	if proto == "" || in.Ip == "" || in.Port == 0 {
+		return nil, false
+	}
+	params := make(map[string]string, len(in.Metadata))
+	for k, v := range in.Metadata {
+		switch {
+		case k == metaProtocol, k == metaPath, k == metaCategory, strings.HasPrefix(k, internalPrefix):
+		default:
+			params[k] = v
+		}
+	}
+	return kernel.NewURL(proto, in.Ip, int(in.Port), in.Metadata[metaPath], params), true
+}
+
+func (r *Registry) providerURLs(svc string, ins []model.Instance) []*kernel.URL {
+	urls := make([]*kernel.URL, 0, len(ins))
+	for _, in := range ins {
+		if !in.Healthy || !in.Enable {
+			continue
+		}
+		u, ok := providerURL(in)
+		if !ok {
+			r.log.Warn("instance is not a provider URL, ignored", "service", svc, "ip", in.Ip, "port", in.Port)
+			continue
+		}
+		urls = append(urls, u)
+	}
+	sort.Slice(urls, func(i, j int) bool { return urls[i].String() < urls[j].String() })
+	return urls
+}
+
+// subscription is one SDK subscription to a service, shared by its listeners.
+type subscription struct {
+	svc   string
+	param *vo.SubscribeParam
+
+	// notifyMu serializes deliveries so listeners see lists in order.
+	notifyMu  sync.Mutex
+	listeners []extension.NotifyListener
+	last      []*kernel.URL
+	have      bool
+}
+
+func (s *subscription) deliver(urls []*kernel.URL) {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	s.last, s.have = urls, true
+	for _, l := range s.listeners {
+		l.Notify(urls)
+	}
+}
+
+// Subscribe calls listener with the full provider list of url's service now
+// and after every change. listener must be comparable (a pointer, usually):
+// Unsubscribe finds it by ==.
+func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener extension.NotifyListener) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if listener == nil {
+		return errors.New("nacos: subscribe: nil listener")
+	}
+	svc := ServiceName(url)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errClosed
+	}
+	if s := r.subs[svc]; s != nil {
+		r.mu.Unlock()
+		s.notifyMu.Lock()
+		defer s.notifyMu.Unlock()
+		s.listeners = append(s.listeners, listener)
+		if s.have {
+			listener.Notify(s.last)
+		}
+		return nil
+	}
+	s := &subscription{svc: svc, listeners: []extension.NotifyListener{listener}}
+	s.param = &vo.SubscribeParam{
+		ServiceName: svc,
+		GroupName:   Group,
+		SubscribeCallback: func(ins []model.Instance, err error) {
+			if err != nil {
+				r.log.Warn("push error", "service", svc, "err", err)
+				return
+			}
+			s.deliver(r.providerURLs(svc, ins))
+		},
+	}
+	if err := r.client.Subscribe(s.param); err != nil {
+		r.mu.Unlock()
+		_ = r.client.Unsubscribe(s.param)
+		return fmt.Errorf("nacos: subscribe %s: %w", svc, err)
+	}
+	r.subs[svc] = s
+	r.mu.Unlock()
+
+	// The SDK calls back on pushes only; deliver the current list now.
+	ins, err := r.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: Group})
+	if err != nil {
+		r.log.Warn("initial provider list", "service", svc, "err", err)
+		return nil // the subscription stands; pushes will follow
+	}
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if !s.have {
+		s.last, s.have = r.providerURLs(svc, ins), true
+		for _, l := range s.listeners {
+			l.Notify(s.last)
+		}
+	}
+	return nil
+}
+
+// Unsubscribe stops notifications to listener; the SDK subscription ends
+// with the service's last listener.
+func (r *Registry) Unsubscribe(ctx context.Context, url *kernel.URL, listener extension.NotifyListener) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	svc := ServiceName(url)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errClosed
+	}
+	s := r.subs[svc]
+	if s == nil {
+		return nil
+	}
+	s.notifyMu.Lock()
+	kept := s.listeners[:0:0]
+	for _, l := range s.listeners {
+		if l != listener {
+			kept = append(kept, l)
+		}
+	}
+	s.listeners = kept
+	empty := len(kept) == 0
+	s.notifyMu.Unlock()
+	if !empty {
+		return nil
+	}
+	delete(r.subs, svc)
+	if err := r.client.Unsubscribe(s.param); err != nil {
+		return fmt.Errorf("nacos: unsubscribe %s: %w", svc, err)
+	}
+	return nil
+}
+
+// Close withdraws this registry's providers, ends its subscriptions and
+// closes the connection. Later calls return an error; Close is idempotent.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	var errs []error
+	for svc, s := range r.subs {
+		s.notifyMu.Lock()
+		s.listeners = nil
+		s.notifyMu.Unlock()
+		if err := r.client.Unsubscribe(s.param); err != nil {
+			errs = append(errs, fmt.Errorf("unsubscribe %s: %w", svc, err))
+		}
+	}
+	for svc, urls := range r.registered {
+		for _, u := range urls {
+			if _, err := r.client.DeregisterInstance(vo.DeregisterInstanceParam{
+				Ip: u.Host, Port: uint64(u.Port), ServiceName: svc, GroupName: Group, Ephemeral: true,
+			}); err != nil {
+				errs = append(errs, fmt.Errorf("deregister %s: %w", u, err))
+			}
+		}
+	}
+	r.subs, r.registered = nil, nil
+	r.mu.Unlock()
+	r.client.CloseClient()
+	if len(errs) > 0 {
+		return fmt.Errorf("nacos: close: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package nacos
+
+const raceEnabled = false
