@@ -88,7 +88,7 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	out, err := json.Marshal(jsonable(res))
+	out, err := json.Marshal(proxy.ToGeneric(res))
 	if err != nil {
 		fmt.Fprintf(stderr, "weft invoke: result %T is not printable as JSON: %v\n", res, err)
 		return 1
@@ -141,29 +141,4 @@ func javaType(v any) string {
 		return "java.util.Map"
 	}
 	return "java.lang.Object"
-}
-
-// jsonable turns maps with non-string keys into ones encoding/json accepts.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, val := range x {
-			m[fmt.Sprint(k)] = jsonable(val)
-		}
-		return m
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, val := range x {
-			m[k] = jsonable(val)
-		}
-		return m
-	case []any:
-		out := make([]any, len(x))
-		for i := range x {
-			out[i] = jsonable(x[i])
-		}
-		return out
-	}
-	return v
 }
