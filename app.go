@@ -132,11 +132,13 @@ func New(opts ...Option) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	local := localConfig{sources: o.sources, env: !o.noEnv, cfg: cfg}
 	a := &App{log: o.log}
 	cl := &closers{}
 	a.fx = fx.New(
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
-		fx.Supply(cfg, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
+		fx.Supply(local, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
+		fx.Provide(resolveConfig),
 		fx.Provide(kernel.NewStatusStore),
 		builtins(),
 		fx.Options(o.plugins...),

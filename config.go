@@ -24,6 +24,31 @@ type Config struct {
 	Provider    ProviderConfig            `koanf:"provider"`
 	Consumer    ConsumerConfig            `koanf:"consumer"`
 	Wasm        WasmConfig                `koanf:"wasm"`
+	// ConfigCenter names a document in a config center that is merged
+	// over the files (and under WEFT_* variables) at start and watched
+	// while the App runs.
+	ConfigCenter ConfigCenterConfig `koanf:"config_center"`
+}
+
+// ConfigCenterConfig is Dubbo's config-center: a YAML document (a Nacos data
+// id) with the same keys as the files. Changes to its dynamic parts apply
+// without a restart: routers and filter lists of references, filter lists
+// of services, the config of WASM filters, and every other setting of an
+// existing reference (timeouts, retries, load balancing...), which is
+// referred again. Other changes are logged as needing a restart and left
+// alone; a document that does not decode is rejected whole.
+type ConfigCenterConfig struct {
+	// Address is the config center's URL; its protocol names the
+	// extension: nacos://127.0.0.1:8848?namespace=dev.
+	Address string `koanf:"address"`
+	// DataID is the document's key; default application.name.
+	DataID string `koanf:"data_id"`
+	// Group is the document's group; default "dubbo", as in Dubbo.
+	Group string `koanf:"group"`
+	// Check (default true) makes an unreachable config center a start-up
+	// error; false starts from the files alone and applies the document
+	// when it can be read.
+	Check *bool `koanf:"check"`
 }
 
 // WasmConfig declares filters written in WebAssembly (sdk/ABI.md).

@@ -48,6 +48,7 @@ const (
 	groupLoadBalance = `group:"weft.loadbalance"`
 	groupRouter      = `group:"weft.router"`
 	groupRegistry    = `group:"weft.registry"`
+	groupConfig      = `group:"weft.configcenter"`
 )
 
 func groupOf[T any]() string {
@@ -65,6 +66,8 @@ func groupOf[T any]() string {
 		return groupRouter
 	case *extension.RegistryFactory:
 		return groupRegistry
+	case *extension.DynamicConfigurationFactory:
+		return groupConfig
 	}
 	panic("weft: no extension group for this type")
 }
@@ -122,7 +125,7 @@ func builtins() fx.Option {
 			return Extension[extension.RouterFactory]{Name: cluster.TagRouterName, New: value[extension.RouterFactory](cluster.TagRouterFactory{})}
 		}),
 
-		fx.Provide(fx.Annotate(wasmFilters, fx.ResultTags(`group:"weft.filter,flatten"`))),
+		fx.Provide(wasmFilters),
 
 		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
@@ -130,6 +133,10 @@ func builtins() fx.Option {
 
 		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: nacos.Name, New: value[extension.RegistryFactory](nacos.Factory{Log: log})}
+		}),
+
+		Plugin[extension.DynamicConfigurationFactory](func(log *slog.Logger) Extension[extension.DynamicConfigurationFactory] {
+			return Extension[extension.DynamicConfigurationFactory]{Name: nacos.Name, New: value[extension.DynamicConfigurationFactory](nacos.ConfigFactory{Log: log})}
 		}),
 
 		clusterPlugin(cluster.Failover, cluster.NewFailover),
@@ -176,6 +183,8 @@ func loaders() fx.Option {
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),
 		loader[extension.RouterFactory]("router", extension.DefaultRouter),
 		loader[extension.RegistryFactory]("registry", extension.DefaultRegistry),
+		// No default: a config center is used only when config names one.
+		loader[extension.DynamicConfigurationFactory]("config center", ""),
 	)
 }
 
@@ -209,9 +218,9 @@ func loader[T any](point, def string) fx.Option {
 // missing file or a module that breaks the ABI fails weft.New with its key
 // path, like any other config error. The filters share one counter store (per
 // App: counters are never global) and watch their files while the App runs.
-func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) ([]Extension[extension.Filter], error) {
+func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) (wasmOut, error) {
 	if len(cfg.Wasm.Filters) == 0 {
-		return nil, nil
+		return wasmOut{}, nil
 	}
 	counters := wasmfilter.NewCounters()
 	var exts []Extension[extension.Filter]
@@ -258,7 +267,7 @@ func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) ([
 	}
 	if len(errs) > 0 {
 		closeAll(context.Background())
-		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
+		return wasmOut{}, fmt.Errorf("weft: config: %w", errors.Join(errs...))
 	}
 	cl.add(closeAll)
 	lc.Append(fx.Hook{
@@ -272,7 +281,19 @@ func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) ([
 		// left in flight.
 		OnStop: closeAll,
 	})
-	return exts, nil
+	set := wasmSet{}
+	for _, f := range filters {
+		set[f.Name()] = f
+	}
+	return wasmOut{Filters: exts, Set: set}, nil
+}
+
+// wasmOut puts the WASM filters into the filter group, and the set of them
+// where config changes find them.
+type wasmOut struct {
+	fx.Out
+	Filters []Extension[extension.Filter] `group:"weft.filter,flatten"`
+	Set     wasmSet
 }
 
 // wasmActivation is a WASM filter's Activate: nil (run only where listed)

@@ -40,6 +40,17 @@ type runtime struct {
 	refIDs   []string
 
 	exporters []extension.Exporter
+
+	reg *registry
+	// With a config center, what a changed document may replace while
+	// the App runs (see dynamic.go); all nil/empty without one.
+	cc      *configCenter
+	wasm    wasmSet
+	chains  []*serviceChain
+	applyMu sync.Mutex // serialises applies, Config() and stop
+	stopped bool
+	stopCh  chan struct{}
+	drains  sync.WaitGroup
 }
 
 type registration struct {
@@ -62,6 +73,11 @@ type reference struct {
 	targets  []*kernel.URL // providers to refer (merged with consumer params)
 	stubs    []any
 	invoker  atomic.Pointer[kernel.Invoker]
+
+	// Set by refer: where new routers go, and the registries' listener
+	// that feeds the directory of a discovering reference.
+	dir   interface{ SetRouters([]extension.Router) }
+	union *unionListener
 }
 
 func (r *reference) current() (kernel.Invoker, error) {
@@ -82,10 +98,11 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
 	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
+	cc *configCenter, wasm wasmSet,
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
 		regs: regs, registryURLs: map[string]*kernel.URL{}, registries: map[string]extension.Registry{},
-		refs: map[string]*reference{}}
+		refs: map[string]*reference{}, reg: reg, cc: cc, wasm: wasm, stopCh: make(chan struct{})}
 	var errs []error
 	fallbacks := map[string]kernel.Invoker{}
 	for name, impl := range reg.mocks {
@@ -156,7 +173,15 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 		for m, mc := range rc.Methods {
 			checkName(path+".methods."+m+".loadbalance", mc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
 		}
-		r, err := rt.buildReference(id, rc, reg)
+		r, err := rt.buildReference(cfg, id, rc)
+		if err == nil {
+			r.stubs = reg.stubs[id]
+			for _, stub := range r.stubs {
+				if err = proxy.Fill(stub, r.current); err != nil {
+					break
+				}
+			}
+		}
 		if err != nil {
 			fail(path, err)
 			continue
@@ -284,17 +309,19 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*se
 	return s, nil
 }
 
-func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) (*reference, error) {
+// buildReference makes the reference id of cfg, not yet referred and
+// without stubs.
+func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*reference, error) {
 	if rc.Interface == "" {
 		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
 	}
-	cc := rt.cfg.Consumer
+	cc := cfg.Consumer
 	params := map[string]string{
 		kernel.KeyInterface:       rc.Interface,
 		kernel.KeySide:            kernel.SideConsumer,
 		kernel.KeyReferenceFilter: joinList(cc.Filter, rc.Filter),
 	}
-	set(params, kernel.KeyApplication, rt.cfg.Application.Name)
+	set(params, kernel.KeyApplication, cfg.Application.Name)
 	set(params, kernel.KeyGroup, rc.Group)
 	set(params, kernel.KeyVersion, rc.Version)
 	setInt(params, kernel.KeyTimeout, first(rc.Timeout, cc.Timeout))
@@ -314,29 +341,12 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 	setMethods(params, rc.Methods)
 	flatten(params, "", rc.Params)
 
-	r := &reference{id: id, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params), stubs: reg.stubs[id]}
-	// The tag router is always on (it passes untagged traffic through);
-	// configured rules come after it.
-	tag, err := rt.router(kernel.NewURL(cluster.TagRouterName, "0.0.0.0", 0, rc.Interface, nil))
+	r := &reference{id: id, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params)}
+	routers, err := rt.buildRouters(rc)
 	if err != nil {
 		return nil, err
 	}
-	r.routers = append(r.routers, tag)
-	for i, rcfg := range rc.Routers {
-		kind := rcfg.Type
-		if kind == "" {
-			kind = extension.DefaultRouter
-		}
-		p := map[string]string{"rule": rcfg.Rule, "force": strconv.FormatBool(rcfg.Force), "priority": strconv.Itoa(rcfg.Priority)}
-		if rcfg.Enabled != nil {
-			p["enabled"] = strconv.FormatBool(*rcfg.Enabled)
-		}
-		router, err := rt.router(kernel.NewURL(kind, "0.0.0.0", 0, rc.Interface, p))
-		if err != nil {
-			return nil, fmt.Errorf("routers[%d]: %w", i, err)
-		}
-		r.routers = append(r.routers, router)
-	}
+	r.routers = routers
 	switch {
 	case rc.URL != "":
 		for _, raw := range strings.Split(rc.URL, ";") {
@@ -381,12 +391,33 @@ func (rt *runtime) buildReference(id string, rc ReferenceConfig, reg *registry) 
 			return nil, &kernel.UnknownError{Point: "protocol", Name: t.Protocol, Known: rt.protocols.Names()}
 		}
 	}
-	for _, stub := range r.stubs {
-		if err := proxy.Fill(stub, r.current); err != nil {
-			return nil, err
-		}
-	}
 	return r, nil
+}
+
+// buildRouters makes a reference's router chain: the tag router, always on
+// (it passes untagged traffic through), then the configured rules.
+func (rt *runtime) buildRouters(rc ReferenceConfig) ([]extension.Router, error) {
+	tag, err := rt.router(kernel.NewURL(cluster.TagRouterName, "0.0.0.0", 0, rc.Interface, nil))
+	if err != nil {
+		return nil, err
+	}
+	routers := []extension.Router{tag}
+	for i, rcfg := range rc.Routers {
+		kind := rcfg.Type
+		if kind == "" {
+			kind = extension.DefaultRouter
+		}
+		p := map[string]string{"rule": rcfg.Rule, "force": strconv.FormatBool(rcfg.Force), "priority": strconv.Itoa(rcfg.Priority)}
+		if rcfg.Enabled != nil {
+			p["enabled"] = strconv.FormatBool(*rcfg.Enabled)
+		}
+		router, err := rt.router(kernel.NewURL(kind, "0.0.0.0", 0, rc.Interface, p))
+		if err != nil {
+			return nil, fmt.Errorf("routers[%d]: %w", i, err)
+		}
+		routers = append(routers, router)
+	}
+	return routers, nil
 }
 
 // referProvider turns a provider URL from a registry into an invoker: the
@@ -437,11 +468,28 @@ func (m unionMember) Notify(urls []*kernel.URL) {
 	m.u.mu.Lock()
 	defer m.u.mu.Unlock()
 	m.u.parts[m.id] = urls
+	m.u.dir.Notify(m.u.all())
+}
+
+func (u *unionListener) all() []*kernel.URL {
 	var all []*kernel.URL
-	for _, id := range sortedKeys(m.u.parts) {
-		all = append(all, m.u.parts[id]...)
+	for _, id := range sortedKeys(u.parts) {
+		all = append(all, u.parts[id]...)
 	}
-	m.u.dir.Notify(all)
+	return all
+}
+
+// retarget makes dir the directory the registries feed, starting with the
+// providers known now: a reference referred again needs no new
+// subscription, and its new directory is never empty while the old one
+// was not.
+func (u *unionListener) retarget(dir extension.NotifyListener) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.dir = dir
+	if len(u.parts) > 0 {
+		dir.Notify(u.all())
+	}
 }
 
 // router builds the router a router URL describes; its protocol names the
@@ -486,7 +534,7 @@ func (rt *runtime) start(ctx context.Context) error {
 			return fmt.Errorf("weft: refer %s: %w", id, err)
 		}
 	}
-	return nil
+	return rt.watchConfig()
 }
 
 func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) error {
@@ -499,7 +547,15 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	if err != nil {
 		return err
 	}
-	exp, err := p.Export(ctx, extension.BuildChain(inner, filters))
+	chain := extension.BuildChain(inner, filters)
+	if rt.cc != nil {
+		// A config center may change the service's filter list later.
+		sc := &serviceChain{id: id, inner: inner}
+		sc.cur.Store(&chain)
+		rt.chains = append(rt.chains, sc)
+		chain = sc
+	}
+	exp, err := p.Export(ctx, chain)
 	if err != nil {
 		return fmt.Errorf("weft: export %s: %w", id, err)
 	}
@@ -527,65 +583,103 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 }
 
 func (rt *runtime) refer(ctx context.Context, r *reference) error {
-	// One consumer list, split by scope: cluster-scoped filters run once per
-	// call before routing; the others around each provider's invoker.
-	chain, err := rt.filters.Activate(r.url, kernel.KeyReferenceFilter, kernel.GroupConsumer)
+	iv, rd, err := rt.join(ctx, r)
 	if err != nil {
 		return err
 	}
-	clusterFilters, _ := extension.SplitClusterScoped(chain)
-	var invokers []kernel.Invoker
-	for _, t := range r.targets {
-		p, err := rt.protocols.Get(t.Protocol)
-		if err != nil {
-			return err
-		}
-		iv, err := p.Refer(ctx, t)
-		if err != nil {
-			return err
-		}
-		filters, err := rt.filters.Activate(t, kernel.KeyReferenceFilter, kernel.GroupConsumer)
-		if err != nil {
-			return err
-		}
-		_, perInvoker := extension.SplitClusterScoped(filters)
-		invokers = append(invokers, extension.BuildChain(iv, perInvoker))
-	}
-	cl, err := rt.clusters.Choose(r.url, "", kernel.KeyCluster)
-	if err != nil {
-		return err
-	}
-	var dir extension.Directory
-	if r.discover {
-		rd := cluster.NewRegistryDirectory(r.url, func(pu *kernel.URL) (kernel.Invoker, error) {
-			return rt.referProvider(ctx, pu, r.url)
-		}, rt.log)
-		rd.SetRouters(r.routers)
-		union := newUnionListener(rd)
+	if rd != nil {
+		r.union = newUnionListener(rd)
 		for _, id := range sortedKeys(rt.registries) {
-			if err := rt.registries[id].Subscribe(ctx, r.url, union.member(id)); err != nil {
+			if err := rt.registries[id].Subscribe(ctx, r.url, r.union.member(id)); err != nil {
+				iv.Destroy()
 				return fmt.Errorf("subscribe in registries.%s: %w", id, err)
 			}
 		}
-		dir = rd
-	} else {
-		sd := cluster.NewStaticDirectory(r.url, invokers)
-		sd.SetRouters(r.routers)
-		dir = sd
 	}
-	iv, err := cl.Join(dir)
-	if err != nil {
-		return err
-	}
-	iv = extension.BuildChain(iv, clusterFilters)
 	r.invoker.Store(&iv)
 	rt.log.Debug("weft: referred", "reference", r.id, "url", r.url.String())
 	return nil
 }
 
+// join builds r's invoker: its directory (static, or a RegistryDirectory rd
+// that the caller connects to the registries), routers, cluster and
+// cluster-scoped filters. It sets r.dir.
+func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, rd *cluster.RegistryDirectory, err error) {
+	// One consumer list, split by scope: cluster-scoped filters run once per
+	// call before routing; the others around each provider's invoker.
+	chain, err := rt.filters.Activate(r.url, kernel.KeyReferenceFilter, kernel.GroupConsumer)
+	if err != nil {
+		return nil, nil, err
+	}
+	clusterFilters, _ := extension.SplitClusterScoped(chain)
+	cl, err := rt.clusters.Choose(r.url, "", kernel.KeyCluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	var dir extension.Directory
+	if r.discover {
+		url := r.url
+		rd = cluster.NewRegistryDirectory(url, func(pu *kernel.URL) (kernel.Invoker, error) {
+			return rt.referProvider(context.WithoutCancel(ctx), pu, url)
+		}, rt.log)
+		rd.SetRouters(r.routers)
+		dir, r.dir = rd, rd
+	} else {
+		var invokers []kernel.Invoker
+		destroy := func() {
+			for _, iv := range invokers {
+				iv.Destroy()
+			}
+		}
+		for _, t := range r.targets {
+			p, err := rt.protocols.Get(t.Protocol)
+			if err != nil {
+				destroy()
+				return nil, nil, err
+			}
+			iv, err := p.Refer(ctx, t)
+			if err != nil {
+				destroy()
+				return nil, nil, err
+			}
+			filters, err := rt.filters.Activate(t, kernel.KeyReferenceFilter, kernel.GroupConsumer)
+			if err != nil {
+				iv.Destroy()
+				destroy()
+				return nil, nil, err
+			}
+			_, perInvoker := extension.SplitClusterScoped(filters)
+			invokers = append(invokers, extension.BuildChain(iv, perInvoker))
+		}
+		sd := cluster.NewStaticDirectory(r.url, invokers)
+		sd.SetRouters(r.routers)
+		dir, r.dir = sd, sd
+	}
+	iv, err = cl.Join(dir)
+	if err != nil {
+		dir.Destroy()
+		return nil, nil, err
+	}
+	iv = extension.BuildChain(iv, clusterFilters)
+	if rt.cc != nil {
+		// Referred again when the config center changes it: count calls in
+		// flight so the old invoker is destroyed only once they are done.
+		iv = &liveInvoker{Invoker: iv}
+	}
+	return iv, rd, nil
+}
+
 // stop releases references first, then unexports: calls in flight finish
 // against services that are still there.
 func (rt *runtime) stop(ctx context.Context) error {
+	// No config change applies from here on; replaced invokers still
+	// draining are destroyed now.
+	rt.unwatchConfig()
+	rt.applyMu.Lock()
+	rt.stopped = true
+	rt.applyMu.Unlock()
+	close(rt.stopCh)
+	rt.drains.Wait()
 	// Unregister first, so consumers stop choosing this provider while it
 	// still answers; then references; then exporters, which refuse new
 	// calls and drain those in flight before closing.

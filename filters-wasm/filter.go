@@ -67,7 +67,8 @@ type Filter struct {
 	maxIdle  int
 	log      *slog.Logger
 	counters *Counters
-	config   []byte // get_config's JSON
+	config   []byte // get_config's JSON for versions loaded from now on; under mu
+	data     []byte // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -117,13 +118,9 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	if f.counters == nil {
 		f.counters = NewCounters()
 	}
-	cfg := c.Settings
-	if cfg == nil {
-		cfg = map[string]any{}
-	}
-	js, err := json.Marshal(jsonable(cfg))
+	js, err := settingsJSON(c.Settings)
 	if err != nil {
-		return nil, fmt.Errorf("config: not representable as JSON: %w", err)
+		return nil, err
 	}
 	f.config = js
 
@@ -199,7 +196,7 @@ func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
 		return nil, fmt.Errorf("module %s does not follow weft's WASM ABI v1 (run `weft wasm check %s`): %s",
 			f.path, f.path, strings.Join(problems, "; "))
 	}
-	v := &version{f: f, cm: cm, seq: f.seq + 1}
+	v := &version{f: f, cm: cm, seq: f.seq + 1, config: f.config}
 	in, err := v.get()
 	if err != nil {
 		v.retire()
@@ -207,7 +204,45 @@ func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
 	}
 	v.put(in)
 	f.seq++
+	f.data = data
 	return v, nil
+}
+
+func settingsJSON(settings map[string]any) ([]byte, error) {
+	if settings == nil {
+		settings = map[string]any{}
+	}
+	js, err := json.Marshal(jsonable(settings))
+	if err != nil {
+		return nil, fmt.Errorf("config: not representable as JSON: %w", err)
+	}
+	return js, nil
+}
+
+// SetConfig replaces the filter's own configuration (what get_config
+// returns). Guests may read it once, in _initialize or on their first call,
+// so it takes effect through new instances: the current module is loaded
+// again with the new config, calls in flight finish on the old instances,
+// new calls get the new ones. On error the filter keeps its config.
+func (f *Filter) SetConfig(ctx context.Context, settings map[string]any) error {
+	js, err := settingsJSON(settings)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
+		return errors.New("wasmfilter: filter closed")
+	}
+	old := f.config
+	f.config = js
+	v, err := f.load(ctx, f.data)
+	if err != nil {
+		f.config = old
+		return err
+	}
+	f.cur.Swap(v).retire()
+	return nil
 }
 
 // Name returns the filter's name.

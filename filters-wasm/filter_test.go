@@ -694,3 +694,59 @@ func TestCancelAndClose(t *testing.T) {
 		t.Errorf("call after Close: %v", err)
 	}
 }
+
+// SetConfig under load: no call fails, every call sees one config or the
+// other (never a mix), and once it returns every new call sees the new one,
+// even from a guest that keeps what it read on its first call.
+func TestSetConfigUnderLoad(t *testing.T) {
+	f := newFilter(t, buildGuest(t, t.TempDir(), "trace"), wasmfilter.Config{Settings: map[string]any{"name": "old"}})
+	ep := newEndpoint()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var calls, failed atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("m"))
+				calls.Add(1)
+				if rt := res.Attachments["rtrace"]; err != nil || (rt != "old" && rt != "new") {
+					failed.Add(1)
+					t.Errorf("call during SetConfig: %v, rtrace %q", err, rt)
+					return
+				}
+			}
+		}()
+	}
+	for calls.Load() < 200 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := f.SetConfig(context.Background(), map[string]any{"name": "new"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		res, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("m"))
+		if err != nil || res.Attachments["rtrace"] != "new" {
+			t.Fatalf("after SetConfig: %v, rtrace %q", err, res.Attachments["rtrace"])
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d calls failed", failed.Load(), calls.Load())
+	}
+	if err := f.SetConfig(context.Background(), map[string]any{"bad": func() {}}); err == nil {
+		t.Fatal("a config that is not JSON was accepted")
+	}
+	res, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("m"))
+	if err != nil || res.Attachments["rtrace"] != "new" {
+		t.Fatalf("after a rejected SetConfig: %v, rtrace %q", err, res.Attachments["rtrace"])
+	}
+	t.Logf("%d calls during the change, none failed", calls.Load())
+}

@@ -67,7 +67,7 @@ func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 		return in.inv.RemoteAddr, true
 	})
 	out("get_config", func(in *instance) (string, bool) {
-		return unsafe.String(unsafe.SliceData(in.f.config), len(in.f.config)), true
+		return unsafe.String(unsafe.SliceData(in.v.config), len(in.v.config)), true
 	})
 	out("get_error", func(in *instance) (string, bool) {
 		if in.phase != phaseResponse || in.callErr == nil {

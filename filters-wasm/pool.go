@@ -24,6 +24,9 @@ type version struct {
 	f   *Filter
 	cm  wazero.CompiledModule
 	seq int // 1 for the module loaded at New, then +1 per reload
+	// config is get_config's JSON for this version's instances: a new
+	// config makes a new version, as guests may keep what they read.
+	config []byte
 
 	mu       sync.Mutex
 	idle     []*instance // LIFO

@@ -79,6 +79,31 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	param, where, err := clientParam(url)
+	if err != nil {
+		return nil, err
+	}
+	client, err := clients.NewNamingClient(param)
+	if err != nil {
+		return nil, fmt.Errorf("nacos: connect %s: %w", where, err)
+	}
+	log.Info("nacos registry connected", "server", where, "namespace", url.Param("namespace"))
+	return &Registry{
+		client:     client,
+		log:        log.With("registry", Name),
+		registered: map[string]map[string]*kernel.URL{},
+		subs:       map[string]*subscription{},
+	}, nil
+}
+
+// clientParam is the SDK's client configuration for a registry or config
+// center address: host and port (default 8848), namespace, timeout in ms
+// (default 5000), user:password, sdk.loglevel. where names the server in
+// messages.
+func clientParam(url *kernel.URL) (param vo.NacosClientParam, where string, err error) {
+	if url == nil {
+		return param, "", errors.New("nacos: nil address URL")
+	}
 	host := url.Host
 	if host == "" {
 		host = "127.0.0.1"
@@ -87,20 +112,21 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 	if port == 0 {
 		port = DefaultPort
 	}
+	where = fmt.Sprintf("%s:%d", host, port)
 	timeout := url.ParamInt("timeout", defaultTimeoutMs)
 	if timeout <= 0 {
-		return nil, fmt.Errorf("nacos: %s: timeout must be positive", url)
+		return param, where, fmt.Errorf("nacos: %s: timeout must be positive", url)
 	}
-	namespace := url.Param("namespace")
 	base := filepath.Join(os.TempDir(), "weft-nacos-"+strconv.Itoa(os.Getpid()))
 	cc := constant.NewClientConfig(
-		constant.WithNamespaceId(namespace),
+		constant.WithNamespaceId(url.Param("namespace")),
 		constant.WithTimeoutMs(uint64(timeout)),
 		constant.WithAppName(url.ParamOr(kernel.KeyApplication, "weft")),
 		constant.WithLogDir(filepath.Join(base, "log")),
 		constant.WithCacheDir(filepath.Join(base, "cache")),
 		constant.WithLogLevel(url.ParamOr("sdk.loglevel", "warn")),
 		constant.WithNotLoadCacheAtStart(true),
+		// What the server says, never a stale local copy.
 		constant.WithDisableUseSnapShot(true),
 		// Deliver empty lists too: the listener decides what they mean.
 		constant.WithUpdateCacheWhenEmpty(true),
@@ -108,17 +134,7 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 		constant.WithPassword(url.Password),
 	)
 	sc := []constant.ServerConfig{*constant.NewServerConfig(host, uint64(port))}
-	client, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: cc, ServerConfigs: sc})
-	if err != nil {
-		return nil, fmt.Errorf("nacos: connect %s:%d: %w", host, port, err)
-	}
-	log.Info("nacos registry connected", "server", fmt.Sprintf("%s:%d", host, port), "namespace", namespace)
-	return &Registry{
-		client:     client,
-		log:        log.With("registry", Name),
-		registered: map[string]map[string]*kernel.URL{},
-		subs:       map[string]*subscription{},
-	}, nil
+	return vo.NacosClientParam{ClientConfig: cc, ServerConfigs: sc}, where, nil
 }
 
 // Registry is a Nacos registry connection. It is safe for concurrent use.

@@ -1,6 +1,11 @@
 // Interop between weft and a real dubbo-go v3.3.1 peer (classic dubbo
 // protocol, hessian2, direct URL), in both directions: a dubbo-go consumer
 // calling a weft provider, and a weft consumer calling a dubbo-go provider.
+//
+// The module also holds TestNacosOutage (nacos_outage_test.go): weft Apps
+// through a Nacos server that is stopped and restarted under load. It is
+// here because this module runs without -race and nacos-sdk-go v2.3.2 races
+// on reconnect; it needs NACOS_TEST_ADDR and NACOS_TEST_POLARIS_DIR.
 package interop_test
 
 import (
