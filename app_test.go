@@ -174,6 +174,15 @@ consumer:
     greeter: {protocol: injvm}`,
 			[]string{"consumer.references.greeter", "interface is required"}},
 		{"bad yaml", "provider: [unclosed", []string{"config yaml"}},
+		{"config center without address", `
+config_center: {data_id: app.yaml}`,
+			[]string{"config_center: address is required"}},
+		{"unknown config center", `
+config_center: {address: "apollo://127.0.0.1:8080", data_id: app.yaml}`,
+			[]string{"config_center.address", `unknown config center extension "apollo"`, "known: nacos"}},
+		{"config center without data id", `
+config_center: {address: "nacos://127.0.0.1:1"}`,
+			[]string{"config_center.data_id", "application.name"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

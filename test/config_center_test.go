@@ -293,3 +293,60 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A broken document fails New with its data id named; with check: false an
+// unreachable config center leaves the App on its files.
+func TestConfigCenterAtStart(t *testing.T) {
+	addr := nacosAddr(t)
+	ctx := context.Background()
+	dataID := fmt.Sprintf("weft-start-%d.yaml", time.Now().UnixNano())
+	pub, err := nacos.ConfigFactory{Log: quietLog}.GetDynamicConfiguration(kernel.MustParseURL("nacos://" + addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.PublishConfig(ctx, dataID, "", "consumer: {timeout: soon}\n"); err != nil {
+		t.Fatal(err)
+	}
+	defer pub.PublishConfig(ctx, dataID, "", "")
+	local := fmt.Sprintf(`
+config_center: {address: "nacos://%s", data_id: %s}
+consumer:
+  references:
+    node: {interface: org.weft.CfgNode, url: "dubbo://127.0.0.1:1"}
+`, addr, dataID)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithConfig(weft.ConfigYAML(local)))
+		if err != nil && strings.Contains(err.Error(), dataID) && strings.Contains(err.Error(), "consumer.timeout") {
+			t.Logf("broken document at start: %v", err)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("New with a broken document in the config center: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // the server may not serve the new data id yet
+	}
+
+	// Nothing listens on this port.
+	dead := freePort(t)
+	logs := &syncBuffer{}
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+config_center: {address: "nacos://%s?timeout=1000", data_id: x.yaml, check: false}
+consumer: {timeout: 777}
+`, dead))))
+	if err != nil {
+		t.Fatalf("check: false with an unreachable config center: %v", err)
+	}
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app.Stop(ctx)
+	if got := app.Config().Consumer.Timeout; got != 777 {
+		t.Errorf("consumer.timeout %d, want the file's 777", got)
+	}
+	if !strings.Contains(logs.String(), "config center unreachable") {
+		t.Errorf("no warning logged:\n%s", logs.String())
+	}
+}
