@@ -118,18 +118,28 @@ type MethodConfig struct {
 	Return *bool `koanf:"return"`
 }
 
-// RouterConfig is one of Dubbo's condition routing rules,
-// "when => then" (see cluster.ConditionRule).
+// RouterConfig is one routing rule of a reference: a condition rule,
+// "when => then" (see cluster.ConditionRule), or, with type tag, Dubbo's
+// tag rule: tags with the provider addresses that carry them.
 type RouterConfig struct {
 	// Type is the router extension; condition when empty.
-	Type     string `koanf:"type"`
-	Rule     string `koanf:"rule"`
-	Force    bool   `koanf:"force"`
-	Priority int    `koanf:"priority"`
+	Type string `koanf:"type"`
+	Rule string `koanf:"rule"`
+	// Tags (type tag) assign tags to provider addresses, overriding the
+	// providers' own dubbo.tag.
+	Tags     []TagConfig `koanf:"tags"`
+	Force    bool        `koanf:"force"`
+	Priority int         `koanf:"priority"`
 	// Runtime is accepted for Dubbo's sake; weft evaluates every rule on
 	// every call.
 	Runtime bool  `koanf:"runtime"`
 	Enabled *bool `koanf:"enabled"`
+}
+
+// TagConfig is one tag of a tag rule.
+type TagConfig struct {
+	Name      string   `koanf:"name"`
+	Addresses []string `koanf:"addresses"`
 }
 
 // ProviderConfig holds the defaults of every service and the services.

@@ -394,14 +394,12 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 	return r, nil
 }
 
-// buildRouters makes a reference's router chain: the tag router, always on
-// (it passes untagged traffic through), then the configured rules.
+// buildRouters makes a reference's router chain: the configured rules,
+// and the tag router, always on (it passes untagged traffic through) unless
+// a tag rule takes its place.
 func (rt *runtime) buildRouters(rc ReferenceConfig) ([]extension.Router, error) {
-	tag, err := rt.router(kernel.NewURL(cluster.TagRouterName, "0.0.0.0", 0, rc.Interface, nil))
-	if err != nil {
-		return nil, err
-	}
-	routers := []extension.Router{tag}
+	var routers []extension.Router
+	hasTag := false
 	for i, rcfg := range rc.Routers {
 		kind := rcfg.Type
 		if kind == "" {
@@ -411,11 +409,31 @@ func (rt *runtime) buildRouters(rc ReferenceConfig) ([]extension.Router, error) 
 		if rcfg.Enabled != nil {
 			p["enabled"] = strconv.FormatBool(*rcfg.Enabled)
 		}
+		if kind == cluster.TagRouterName {
+			hasTag = true
+			if rcfg.Priority == 0 {
+				delete(p, "priority") // the tag router's default runs it first
+			}
+			var tags []string
+			for _, tc := range rcfg.Tags {
+				tags = append(tags, tc.Name+"="+strings.Join(tc.Addresses, ","))
+			}
+			p["tags"] = strings.Join(tags, ";")
+		} else if len(rcfg.Tags) > 0 {
+			return nil, fmt.Errorf("routers[%d]: tags belong to a rule of type tag, not %s", i, kind)
+		}
 		router, err := rt.router(kernel.NewURL(kind, "0.0.0.0", 0, rc.Interface, p))
 		if err != nil {
 			return nil, fmt.Errorf("routers[%d]: %w", i, err)
 		}
 		routers = append(routers, router)
+	}
+	if !hasTag {
+		tag, err := rt.router(kernel.NewURL(cluster.TagRouterName, "0.0.0.0", 0, rc.Interface, nil))
+		if err != nil {
+			return nil, err
+		}
+		routers = append([]extension.Router{tag}, routers...)
 	}
 	return routers, nil
 }

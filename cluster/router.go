@@ -70,7 +70,16 @@ func (ConditionRouterFactory) GetRouter(u *kernel.URL) (extension.Router, error)
 // that it runs before condition rules, as in Dubbo.
 type TagRouterFactory struct{}
 
-// GetRouter returns a tag router.
+// GetRouter returns a tag router; with a `tags` parameter (see
+// ParseTagRule) it has a rule, and `force=true` makes the rule's tags strict.
 func (TagRouterFactory) GetRouter(u *kernel.URL) (extension.Router, error) {
-	return NewTagRouter(int(u.ParamInt("priority", -100))), nil
+	prio := int(u.ParamInt("priority", -100))
+	if u.Param("tags") == "" {
+		return NewTagRouter(prio), nil
+	}
+	tags, err := ParseTagRule(u.Param("tags"))
+	if err != nil {
+		return nil, err
+	}
+	return NewTagRuleRouter(prio, tags, u.ParamBool("force", false))
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -105,6 +106,50 @@ func TestTagRouter(t *testing.T) {
 	inv := kernel.NewInvocation("m")
 	if a := testing.AllocsPerRun(100, func() { r.Route(plain, nil, inv) }); a != 0 {
 		t.Fatalf("untagged routing allocates %v", a)
+	}
+}
+
+// A tag rule moves tags by address: it beats the providers' own dubbo.tag,
+// providers it does not name keep theirs, and its force forbids fallback.
+func TestTagRuleRouter(t *testing.T) {
+	providers := fleet("a:1/S", "b:1/S?dubbo.tag=gray", "c:1/S?dubbo.tag=gray", "d:1/S?dubbo.tag=blue")
+	f := TagRouterFactory{}
+	route := func(r extension.Router, tag string) string {
+		inv := kernel.NewInvocation("m")
+		if tag != "" {
+			inv.SetAttachment(KeyTag, tag)
+		}
+		return urlsOf(r.Route(providers, nil, inv))
+	}
+	r, err := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=a:1; canary = d:1,x:9"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ tag, want string }{
+		{"", ""},                // a is gray now, b and c keep gray, d is canary: no untagged provider
+		{"gray", "a:1,b:1,c:1"}, // a joins by the rule
+		{"canary", "d:1"},       // d moved from blue
+		{"blue", ""},            // nobody is blue any more; fallback to untagged: none
+	} {
+		if got := route(r, c.tag); got != c.want {
+			t.Errorf("tag %q: %q, want %q", c.tag, got, c.want)
+		}
+	}
+	strict, err := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=b:1", "force": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := route(strict, "red"); got != "" {
+		t.Errorf("forced rule, unknown tag: %q, want none", got)
+	}
+	loose, _ := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=b:1"}))
+	if got := route(loose, "red"); got != "a:1" {
+		t.Errorf("rule without force, unknown tag: %q, want the untagged a:1", got)
+	}
+	for _, bad := range []string{"gray", "=a:1", "gray=a", "gray=a:1;blue=a:1"} {
+		if _, err := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": bad})); err == nil {
+			t.Errorf("tags %q accepted", bad)
+		}
 	}
 }
 

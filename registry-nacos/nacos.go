@@ -16,6 +16,10 @@
 // for 8848) and re-registers and re-subscribes by itself after a reconnect.
 // Its log files and snapshot cache go under os.TempDir()/weft-nacos-<pid>,
 // never into the working directory.
+//
+// The package is also weft's Nacos config center (ConfigFactory,
+// ConfigCenter: extension.DynamicConfiguration under the same name "nacos"):
+// data ids read, published and watched through the SDK's config client.
 package nacos
 
 import (
