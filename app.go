@@ -195,8 +195,40 @@ func (a *App) Reference(id string) (kernel.Invoker, error) {
 	if !ok {
 		return nil, fmt.Errorf("weft: no reference %q in config", id)
 	}
-	return r.current()
+	iv, err := r.current()
+	if err != nil || a.rt.cc == nil {
+		return iv, err
+	}
+	// A config center may refer the reference again: hand out a handle
+	// that always calls the current invoker.
+	return refHandle{r}, nil
 }
+
+// refHandle is a reference's invoker as App.Reference gives it out when the
+// invoker may be replaced. The App owns the invokers: Destroy does nothing.
+type refHandle struct{ r *reference }
+
+func (h refHandle) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
+	iv, err := h.r.current()
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	return iv.Invoke(ctx, inv)
+}
+
+func (h refHandle) URL() *kernel.URL {
+	if iv, err := h.r.current(); err == nil {
+		return iv.URL()
+	}
+	return nil
+}
+
+func (h refHandle) IsAvailable() bool {
+	iv, err := h.r.current()
+	return err == nil && iv.IsAvailable()
+}
+
+func (h refHandle) Destroy() {}
 
 // Run starts the App, waits for SIGINT/SIGTERM or ctx, then stops it.
 func (a *App) Run(ctx context.Context) error {
