@@ -569,7 +569,8 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	if rt.cc != nil {
 		// A config center may change the service's filter list later.
 		sc := &serviceChain{id: id, inner: inner}
-		sc.cur.Store(&chain)
+		first := chain
+		sc.cur.Store(&first)
 		rt.chains = append(rt.chains, sc)
 		chain = sc
 	}

@@ -362,3 +362,55 @@ consumer: {timeout: 777}
 		t.Errorf("no warning logged:\n%s", logs.String())
 	}
 }
+
+// A provider's filter list changes without a restart: the exported
+// service's chain is replaced while calls run.
+func TestConfigCenterChangesProviderFilters(t *testing.T) {
+	addr := nacosAddr(t)
+	ctx := context.Background()
+	dataID := fmt.Sprintf("weft-provider-%d.yaml", time.Now().UnixNano())
+	pub, err := nacos.ConfigFactory{Log: quietLog}.GetDynamicConfiguration(kernel.MustParseURL("nacos://" + addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	defer pub.PublishConfig(ctx, dataID, "", "")
+	a := freePort(t)
+	port := a[strings.LastIndexByte(a, ':')+1:]
+	startApp(t, fmt.Sprintf(`
+config_center: {address: "nacos://%s", data_id: %s}
+protocols: {dubbo: {port: %s}}
+provider:
+  services:
+    node: {interface: org.weft.CfgNode}
+`, addr, dataID, port), weft.WithService("node", cfgNode{name: "p"}), weft.WithFilter("stamp", nil, traceFilter("stamp")))
+	var c cfgNodeClient
+	startApp(t, fmt.Sprintf(`
+consumer:
+  references:
+    node: {interface: org.weft.CfgNode, url: "dubbo://127.0.0.1:%s"}
+`, port), weft.WithReference("node", &c))
+	if got, err := c.Who(ctx); err != nil || got != "p|" {
+		t.Fatalf("before: %q, %v", got, err)
+	}
+	start := time.Now()
+	if err := pub.PublishConfig(ctx, dataID, "", "provider: {services: {node: {filter: stamp}}}\n"); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	for {
+		got, err := c.Who(ctx)
+		calls++
+		if err != nil {
+			t.Fatalf("call %d during the change: %v", calls, err)
+		}
+		if got == "p|stamp" {
+			break
+		}
+		if got != "p|" || time.Since(start) > 10*time.Second {
+			t.Fatalf("after %v: %q, want p|stamp", time.Since(start), got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("provider filter list applied %v after publishing; %d calls meanwhile, none failed", time.Since(start).Round(10*time.Millisecond), calls)
+}
