@@ -66,17 +66,12 @@ func (c *configCenter) attach(h func(extension.ConfigChangedEvent)) {
 	}
 }
 
-// remoteSource is the config center's document as a config layer.
-type remoteSource struct {
-	where   string
-	content string
-}
+// remoteSource is the config center's document as a config layer; merge
+// names the document in its errors.
+type remoteSource string
 
 func (r remoteSource) load(k *koanf.Koanf) error {
-	if err := k.Load(bytesProvider(r.content), yaml.Parser()); err != nil {
-		return fmt.Errorf("weft: config center %s: %w", r.where, err)
-	}
-	return nil
+	return k.Load(bytesProvider(r), yaml.Parser())
 }
 
 func (c *configCenter) where() string {
@@ -88,7 +83,7 @@ func (c *configCenter) where() string {
 // beats the config center, as a flag would). The document is checked alone
 // first so that its errors name it.
 func (c *configCenter) merge(content string) (*Config, error) {
-	doc := remoteSource{c.where(), content}
+	doc := remoteSource(content)
 	alone, err := LoadConfig(doc)
 	if err != nil {
 		return nil, fmt.Errorf("weft: config center %s: %w", c.where(), err)

@@ -78,11 +78,10 @@ func (rt *runtime) retire(iv kernel.Invoker) {
 	}()
 }
 
-func (rt *runtime) watchConfig() error {
+func (rt *runtime) watchConfig() {
 	if rt.cc != nil {
 		rt.cc.attach(rt.onConfig)
 	}
-	return nil
 }
 
 func (rt *runtime) unwatchConfig() {
@@ -168,7 +167,9 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 			restart(path + " (added or removed)")
 			continue
 		}
-		if a, b := oldSvc, newSvc; func() bool { a.Filter, b.Filter = "", ""; return !reflect.DeepEqual(a, b) }() {
+		a, b := oldSvc, newSvc
+		a.Filter, b.Filter = "", ""
+		if !reflect.DeepEqual(a, b) {
 			restart(path + " (settings other than filter)")
 		}
 		oldList, newList := joinList(old.Provider.Filter, oldSvc.Filter), joinList(next.Provider.Filter, newSvc.Filter)
@@ -300,24 +301,23 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 // checkReference checks the extension names of a reference's new settings.
 func checkReference(rt *runtime, cfg *Config, path string, rc ReferenceConfig) error {
 	var errs []error
-	for p, list := range map[string]string{"consumer.filter": cfg.Consumer.Filter, path + ".filter": rc.Filter} {
-		if err := rt.filters.CheckNames(list); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+	check := func(at string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 		}
 	}
-	names := map[string]string{path + ".cluster": firstString(rc.Cluster, cfg.Consumer.Cluster)}
+	check("consumer.filter", rt.filters.CheckNames(cfg.Consumer.Filter))
+	check(path+".filter", rt.filters.CheckNames(rc.Filter))
+	if n := firstString(rc.Cluster, cfg.Consumer.Cluster); n != "" && !rt.clusters.Has(n) {
+		check(path+".cluster", &kernel.UnknownError{Point: "cluster", Name: n, Known: rt.clusters.Names()})
+	}
 	lbs := map[string]string{path + ".loadbalance": firstString(rc.LoadBalance, cfg.Consumer.LoadBalance)}
 	for m, mc := range rc.Methods {
 		lbs[path+".methods."+m+".loadbalance"] = mc.LoadBalance
 	}
-	for p, n := range names {
-		if n != "" && !rt.clusters.Has(n) {
-			errs = append(errs, fmt.Errorf("%s: %w", p, &kernel.UnknownError{Point: "cluster", Name: n, Known: rt.clusters.Names()}))
-		}
-	}
-	for p, n := range lbs {
+	for at, n := range lbs {
 		if n != "" && !rt.lbs.Has(n) {
-			errs = append(errs, fmt.Errorf("%s: %w", p, &kernel.UnknownError{Point: "loadbalance", Name: n, Known: rt.lbs.Names()}))
+			check(at, &kernel.UnknownError{Point: "loadbalance", Name: n, Known: rt.lbs.Names()})
 		}
 	}
 	return errors.Join(errs...)

@@ -552,7 +552,8 @@ func (rt *runtime) start(ctx context.Context) error {
 			return fmt.Errorf("weft: refer %s: %w", id, err)
 		}
 	}
-	return rt.watchConfig()
+	rt.watchConfig()
+	return nil
 }
 
 func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) error {

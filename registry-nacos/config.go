@@ -186,19 +186,16 @@ func (c *ConfigCenter) refresh(w *watch) {
 	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 	defer cancel()
 	content, err := c.GetConfig(ctx, w.key.key, w.key.group)
-	if err != nil {
-		c.log.Warn("reading a changed config failed; the next change or resync retries", "data_id", w.key.key, "group", w.key.group, "err", err)
-		return
-	}
-	if content == "" && w.have && w.last != "" {
+	if err == nil && content == "" && w.have && w.last != "" {
 		// PolarisMesh answers "not found" for about a second while it
 		// publishes a new version of a data id: a deletion counts only if
 		// a second read, a little later, agrees.
 		time.Sleep(deleteConfirm)
-		if content, err = c.GetConfig(ctx, w.key.key, w.key.group); err != nil {
-			c.log.Warn("reading a changed config failed; the next change or resync retries", "data_id", w.key.key, "group", w.key.group, "err", err)
-			return
-		}
+		content, err = c.GetConfig(ctx, w.key.key, w.key.group)
+	}
+	if err != nil {
+		c.log.Warn("reading a changed config failed; the next change or resync retries", "data_id", w.key.key, "group", w.key.group, "err", err)
+		return
 	}
 	if w.have && content == w.last {
 		return
