@@ -112,7 +112,9 @@ type App struct {
 }
 
 // New composes an App. Every config error — unknown keys, unknown extension
-// names, missing implementations — is reported here, before anything starts.
+// names, values out of range, missing implementations, a config with no
+// services and no references — is reported here, before anything starts,
+// with its key path.
 func New(opts ...Option) (*App, error) {
 	o := &options{impls: map[string]any{}, stubs: map[string][]any{}, mocks: map[string]any{}}
 	for _, opt := range opts {

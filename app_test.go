@@ -204,7 +204,9 @@ func TestConfigFilesMergeInOrderThenEnv(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.yaml")
 	b := filepath.Join(dir, "b.yaml")
-	os.WriteFile(a, []byte("consumer: {timeout: 100, retries: 5}\nprovider: {timeout: 7}\n"), 0o644)
+	// A reference, so that the App has something to do (an empty one fails
+	// New); it is never referred.
+	os.WriteFile(a, []byte("consumer: {timeout: 100, retries: 5, references: {r: {interface: org.example.R, url: \"dubbo://127.0.0.1:1\"}}}\nprovider: {timeout: 7}\n"), 0o644)
 	os.WriteFile(b, []byte("consumer: {timeout: 200}\n"), 0o644)
 	t.Setenv("WEFT_PROVIDER_TIMEOUT", "300")
 	app, err := weft.New(weft.WithConfig(weft.ConfigFiles(a, b)...), weft.WithLogger(quiet))

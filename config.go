@@ -1,7 +1,9 @@
 package weft
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -266,7 +268,9 @@ func (p envSource) load(k *koanf.Koanf) error {
 
 // LoadConfig merges the sources in order and decodes them strictly: a key
 // that weft does not know is an error naming its path and the keys known
-// there.
+// there, and so is a value out of its range (see checkValues). The config
+// center's documents are merged through it too, so a published document
+// with a bad value is rejected whole.
 func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	k := koanf.New(".")
 	for _, s := range sources {
@@ -288,7 +292,141 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, fmt.Errorf("weft: config: %w", err)
 	}
+	if errs := checkValues(&cfg, k.Exists); len(errs) > 0 {
+		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
+	}
 	return &cfg, nil
+}
+
+// valueRule is the range of one numeric setting, and what to say when a
+// value is outside it.
+type valueRule struct {
+	min, max int64 // inclusive
+	// byPresence: a 0 that was never set (decoding gives 0 for an absent
+	// key) is the default; only an explicit value is held to min.
+	byPresence bool
+	want, fix  string
+}
+
+// The ranges. "Inherited" means a service or reference setting falls back
+// to provider.* or consumer.*, a method setting to its service or reference.
+var (
+	ruleTimeout = valueRule{min: 0, max: math.MaxInt64,
+		want: "ms > 0 (0 or unset: inherited, 1000 ms by default)", fix: "set a positive number of ms or remove the key"}
+	ruleTimeoutDefault = valueRule{min: 0, max: math.MaxInt64,
+		want: "ms > 0 (0 or unset: the default 1000 ms)", fix: "set a positive number of ms or remove the key"}
+	ruleRetries = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0: no retry; unset: inherited, 2 by default)", fix: "set retries: 0 to never retry, or remove the key"}
+	ruleRetriesDefault = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0: no retry; unset: the default 2)", fix: "set retries: 0 to never retry, or remove the key"}
+	ruleExecutes = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: inherited, no limit by default)", fix: "set the most calls of a method the provider runs at once, or 0"}
+	ruleExecutesDefault = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: no limit)", fix: "set the most calls of a method the provider runs at once, or 0"}
+	ruleActives = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: inherited, no limit by default)", fix: "set the most calls of a method in flight to one provider, or 0"}
+	ruleActivesDefault = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: no limit)", fix: "set the most calls of a method in flight to one provider, or 0"}
+	ruleWeight = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: the default 100)", fix: "set a relative weight such as 100, or remove the key"}
+	ruleForks = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: the default 2)", fix: "set how many providers a forking call tries at once, or remove the key"}
+	ruleConnections = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 (0 or unset: one connection shared by the references to the same address)",
+		fix:  "set how many connections of its own the reference opens, or 0"}
+	ruleShutdownWait = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 ms (0 or unset: no wait)", fix: "set the ms consumers get to hear of the stop, or 0"}
+	rulePort = valueRule{min: 0, max: 65535,
+		want: "0..65535 (0 picks a free port)", fix: "set a TCP port such as 20880, or 0"}
+	ruleThreads = valueRule{min: 1, max: math.MaxInt64, byPresence: true,
+		want: "> 0 (unset: the default 200)", fix: "set the size of the provider's pool, e.g. threads: 200, or remove the key"}
+	// The frame's length is a signed 32-bit field on the wire.
+	rulePayload = valueRule{min: 1, max: math.MaxInt32, byPresence: true,
+		want: "bytes in 1..2147483647, the frame length being a 32-bit field (unset: the default 8388608, 8 MiB)",
+		fix:  "set the largest frame in bytes, e.g. payload: 8388608, or remove the key"}
+	ruleWasmPages = valueRule{min: 0, max: 65536,
+		want: "0..65536 pages of 64 KiB, 65536 being wasm32's 4 GiB (0 or unset: the default 512, 32 MiB)",
+		fix:  "set the memory cap of an instance in pages, e.g. max_memory_pages: 512"}
+	ruleWasmTimeout = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 ms (0 or unset: the default 1000 ms)", fix: "set the ms each guest callback may take, or remove the key"}
+)
+
+// checkValues reports every numeric setting of cfg that has no meaning
+// (a negative timeout, a port out of range, ...) by its key path, in key
+// order. set says whether a key was given at all, for the settings whose
+// explicit 0 is an error while an unset one takes the default.
+//
+// Settings given in a `params` map (protocols.<id>.params: heartbeat,
+// reconnect; services' and references' params: warmup, hash.nodes, ...)
+// reach the URL as strings and are not checked here; the plugin that reads
+// one parses it.
+func checkValues(cfg *Config, set func(key string) bool) []error {
+	var errs []error
+	check := func(path string, v int, r valueRule) {
+		if v == 0 && r.byPresence && !set(path) {
+			return // unset: the default
+		}
+		if int64(v) >= r.min && int64(v) <= r.max {
+			return
+		}
+		errs = append(errs, fmt.Errorf("%s: %d is not allowed: want %s; %s", path, v, r.want, r.fix))
+	}
+	checkPtr := func(path string, v *int, r valueRule) {
+		if v != nil {
+			check(path, *v, r)
+		}
+	}
+	methods := func(at string, ms map[string]MethodConfig) {
+		for name, mc := range ms {
+			path := at + ".methods." + name
+			check(path+".timeout", mc.Timeout, ruleTimeout)
+			checkPtr(path+".retries", mc.Retries, ruleRetries)
+			check(path+".executes", mc.Executes, ruleExecutes)
+			check(path+".actives", mc.Actives, ruleActives)
+			check(path+".forks", mc.Forks, ruleForks)
+		}
+	}
+
+	for id, p := range cfg.Protocols {
+		path := "protocols." + id
+		check(path+".port", p.Port, rulePort)
+		check(path+".threads", p.Threads, ruleThreads)
+		check(path+".payload", p.Payload, rulePayload)
+	}
+
+	pc := cfg.Provider
+	check("provider.timeout", pc.Timeout, ruleTimeoutDefault)
+	check("provider.executes", pc.Executes, ruleExecutesDefault)
+	check("provider.shutdown.wait", pc.Shutdown.Wait, ruleShutdownWait)
+	for id, sc := range pc.Services {
+		path := "provider.services." + id
+		check(path+".timeout", sc.Timeout, ruleTimeout)
+		check(path+".executes", sc.Executes, ruleExecutes)
+		check(path+".weight", sc.Weight, ruleWeight)
+		methods(path, sc.Methods)
+	}
+
+	cc := cfg.Consumer
+	check("consumer.timeout", cc.Timeout, ruleTimeoutDefault)
+	checkPtr("consumer.retries", cc.Retries, ruleRetriesDefault)
+	check("consumer.actives", cc.Actives, ruleActivesDefault)
+	for id, rc := range cc.References {
+		path := "consumer.references." + id
+		check(path+".timeout", rc.Timeout, ruleTimeout)
+		checkPtr(path+".retries", rc.Retries, ruleRetries)
+		check(path+".actives", rc.Actives, ruleActives)
+		check(path+".connections", rc.Connections, ruleConnections)
+		methods(path, rc.Methods)
+	}
+
+	for name, wc := range cfg.Wasm.Filters {
+		path := "wasm.filters." + name
+		check(path+".max_memory_pages", wc.MaxMemoryPages, ruleWasmPages)
+		check(path+".timeout", wc.Timeout, ruleWasmTimeout)
+	}
+	// Router priorities and WASM filter orders are any int: they only sort.
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
 }
 
 // checkKey walks one flattened key through the Config type.

@@ -200,10 +200,40 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 				id, strings.Join(sortedKeys(cfg.Consumer.References), ", ")))
 		}
 	}
+	if len(cfg.Provider.Services) == 0 && len(cfg.Consumer.References) == 0 {
+		if cc != nil && !documentMerged(cc) {
+			// check: false and the document not read yet: it may declare
+			// them (they take a restart to apply).
+			log.Warn("weft: no services or references configured yet; the config center's document has not been read",
+				"config_center", cc.where())
+		} else {
+			errs = append(errs, emptyConfigError(reg))
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
 	}
 	return rt, nil
+}
+
+// documentMerged says whether New merged a (non-empty) document of the
+// config center; with check: false it may not have been read.
+func documentMerged(cc *configCenter) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.merged != ""
+}
+
+// emptyConfigError says that an App has nothing to export and nothing to
+// refer: it would start, idle and silent.
+func emptyConfigError(reg *registry) error {
+	msg := "no services or references configured, so there is nothing to export or refer: " +
+		"declare provider.services.<id> (its implementation registered with weft.WithService) " +
+		"or consumer.references.<id>; see the quick start in README.md (apps/examples/quickstart/weft.yaml)"
+	if len(reg.impls) > 0 {
+		msg += "; implementations registered but not exported: " + strings.Join(sortedKeys(reg.impls), ", ")
+	}
+	return errors.New(msg)
 }
 
 func (rt *runtime) implUsed(ref string) bool {

@@ -106,17 +106,69 @@ func TestFailoverGivesUpNamingProviders(t *testing.T) {
 	}
 }
 
-// The deadline covers the whole call, retries included.
-func TestFailoverStaysInsideTimeout(t *testing.T) {
-	ps := providers(3, func(_ int, ctx context.Context) error {
+// Each try has its own timeout, as in Dubbo: three frozen providers cost
+// three timeouts; the caller's own deadline still bounds the whole call.
+func TestFailoverTimeoutPerTry(t *testing.T) {
+	frozen := func(_ int, ctx context.Context) error {
 		<-ctx.Done()
 		return kernel.Wrap(kernel.CodeTimeout, ctx.Err(), "frozen")
-	})
+	}
+	ps := providers(3, frozen)
 	start := time.Now()
 	_, err := join(t, Failover, "consumer://h/S?retries=2&m.timeout=100", ps).Invoke(context.Background(), kernel.NewInvocation("m"))
 	took := time.Since(start)
-	if kernel.CodeOf(err) != kernel.CodeTimeout || took < 100*time.Millisecond || took > 250*time.Millisecond {
-		t.Fatalf("err %v after %v, want a timeout near 100ms", err, took)
+	if kernel.CodeOf(err) != kernel.CodeTimeout || took < 300*time.Millisecond || took > 600*time.Millisecond {
+		t.Fatalf("err %v after %v, want a timeout after 3 tries of 100ms", err, took)
+	}
+	if n := ps[0].calls.Load() + ps[1].calls.Load() + ps[2].calls.Load(); n != 3 {
+		t.Fatalf("%d tries, want 3", n)
+	}
+	ps = providers(3, frozen)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = join(t, Failover, "consumer://h/S?retries=2&m.timeout=100", ps).Invoke(ctx, kernel.NewInvocation("m"))
+	took = time.Since(start)
+	if kernel.CodeOf(err) != kernel.CodeTimeout || took < 150*time.Millisecond || took > 400*time.Millisecond {
+		t.Fatalf("err %v after %v, want a timeout at the caller's 150ms", err, took)
+	}
+	if n := ps[0].calls.Load() + ps[1].calls.Load() + ps[2].calls.Load(); n != 2 {
+		t.Fatalf("%d tries, want 2 (the second cut by the caller's deadline)", n)
+	}
+}
+
+// One frozen provider of two: every call succeeds, the frozen one costs a
+// try's timeout.
+func TestFailoverGetsPastAHungProvider(t *testing.T) {
+	ps := providers(2, func(i int, ctx context.Context) error {
+		if i == 0 {
+			<-ctx.Done()
+			return kernel.Wrap(kernel.CodeTimeout, ctx.Err(), "frozen")
+		}
+		return nil
+	})
+	iv := join(t, Failover, "consumer://h/S?retries=2&m.timeout=50", ps)
+	for i := range 10 {
+		if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("m")); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+}
+
+// Only what another provider could answer is retried.
+func TestFailoverRetriesOnlyRetryable(t *testing.T) {
+	for code, want := range map[kernel.Code]int64{
+		kernel.CodeNetwork: 3, kernel.CodeTimeout: 3, kernel.CodeLimitExceeded: 3, kernel.CodeShuttingDown: 3, kernel.CodeServiceNotFound: 3,
+		kernel.CodeForbidden: 1, kernel.CodeSerialization: 1, kernel.CodeMethodNotFound: 1, kernel.CodeUnknown: 1,
+	} {
+		ps := providers(3, func(int, context.Context) error { return kernel.Errorf(code, "x") })
+		_, err := join(t, Failover, "consumer://h/S?retries=2", ps).Invoke(context.Background(), kernel.NewInvocation("m"))
+		if kernel.CodeOf(err) != code {
+			t.Fatalf("%v: code %v", code, kernel.CodeOf(err))
+		}
+		if n := ps[0].calls.Load() + ps[1].calls.Load() + ps[2].calls.Load(); n != want {
+			t.Errorf("%v: %d tries, want %d", code, n, want)
+		}
 	}
 }
 

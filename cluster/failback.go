@@ -38,7 +38,7 @@ type failbackQueue struct {
 
 func failback(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
 	res, err := failfast(ctx, c, inv)
-	if err == nil || kernel.IsBiz(err) {
+	if err == nil || !kernel.Retryable(err) {
 		return res, err
 	}
 	u := c.dir.URL()
@@ -79,7 +79,10 @@ func (q *failbackQueue) schedule(inv *kernel.Invocation, left int) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), u.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond))
 		_, err := failfast(ctx, q.c, inv)
 		cancel()
-		if err == nil || kernel.IsBiz(err) {
+		if err == nil || !kernel.Retryable(err) {
+			if err != nil {
+				logf(q.c, "failback: a retry failed in a way no retry can fix; giving up", inv, err)
+			}
 			return
 		}
 		if left > 1 && q.schedule(inv, left-1) {

@@ -57,8 +57,9 @@ func (s *strategy) Join(dir extension.Directory) (kernel.Invoker, error) {
 
 // NewFailover is Dubbo's default strategy: on a framework error, try another
 // provider, up to `retries` (default 2) more times; each retry lists the
-// providers again and skips those already tried. Business errors are returned
-// at once, never retried. All tries share the call's one deadline.
+// providers again and skips those already tried. Only failures another
+// provider could answer are retried (kernel.Retryable); business errors and
+// the like are returned at once. Each try has its own `timeout`.
 func NewFailover(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) extension.Cluster {
 	return &strategy{lbs: lbs, log: log, do: failover}
 }
@@ -123,11 +124,22 @@ func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (ke
 	if c.closed.Load() {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeNoProvider, "reference to %s is destroyed", c.dir.URL().ServiceKey())
 	}
-	// One deadline for the whole call, retries included.
-	timeout := c.dir.URL().MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	return c.do(ctx, c, inv)
+}
+
+// timeout is the method's `timeout`: what one try may take.
+func (c *clusterInvoker) timeout(method string) time.Duration {
+	return c.dir.URL().MethodTimeout(method, kernel.DefaultTimeoutMillis*time.Millisecond)
+}
+
+// try makes one call on iv, bounded by `timeout` and by ctx. As in Dubbo,
+// each try has its own timeout: a provider that hangs costs one try, not
+// the whole call, so failover gets past it to a healthy one. A call is then
+// bounded by (retries+1) × timeout, or earlier by the caller's deadline.
+func (c *clusterInvoker) try(ctx context.Context, iv kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv.Method))
+	defer cancel()
+	return iv.Invoke(ctx, inv)
 }
 
 func (c *clusterInvoker) list(ctx context.Context, inv *kernel.Invocation) ([]kernel.Invoker, error) {
@@ -222,7 +234,7 @@ func failfast(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	return iv.Invoke(ctx, inv)
+	return c.try(ctx, iv, inv)
 }
 
 func failsafe(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
@@ -241,7 +253,7 @@ func available(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (
 	}
 	for _, iv := range invokers {
 		if iv.IsAvailable() {
-			return iv.Invoke(ctx, inv)
+			return c.try(ctx, iv, inv)
 		}
 	}
 	return kernel.Result{}, kernel.Errorf(kernel.CodeNoProvider, "no available provider for %s.%s", c.dir.URL().ServiceKey(), inv.Method)
@@ -273,8 +285,14 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 			return kernel.Result{}, err
 		}
 		tried = append(tried, iv)
-		res, err := iv.Invoke(ctx, inv)
-		if err == nil || kernel.IsBiz(err) {
+		res, err := c.try(ctx, iv, inv)
+		if err == nil || !kernel.Retryable(err) {
+			// Only a failure another provider could answer is retried
+			// (kernel.Retryable): a business error, a forbidden call, bad
+			// arguments or an unknown method would fail there too.
+			if err != nil && attempt > 0 {
+				return res, gaveUp(u, inv, "failover", tried, err)
+			}
 			return res, err
 		}
 		last = err
@@ -317,7 +335,8 @@ func forking(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (ke
 			selected = append(selected, iv)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The forks run at once, so they share one timeout.
+	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv.Method))
 	defer cancel() // the slower forks stop here
 	answers := make(chan answer, len(selected))
 	for _, iv := range selected {
@@ -330,7 +349,8 @@ func forking(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (ke
 	for range selected {
 		select {
 		case a := <-answers:
-			if a.err == nil || kernel.IsBiz(a.err) {
+			if a.err == nil || !kernel.Retryable(a.err) {
+				// An answer every provider would give is an answer.
 				return a.res, a.err
 			}
 			last = a.err
@@ -358,7 +378,7 @@ func broadcast(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (
 		last   error
 	)
 	for _, iv := range invokers {
-		r, err := iv.Invoke(ctx, inv.Clone())
+		r, err := c.try(ctx, iv, inv.Clone())
 		if err != nil {
 			failed++
 			last = err

@@ -41,6 +41,14 @@ type Codec interface {
 	Decode(src []byte) (msg any, n int, err error)
 }
 
+// FrameSizer is a Codec that can tell a frame's whole length from its
+// header, so that the transport reads a frame larger than its buffer into
+// one buffer of exactly that size. It returns 0 when src holds too little
+// to tell.
+type FrameSizer interface {
+	FrameSize(src []byte) int
+}
+
 // Server is a bound listener.
 type Server interface {
 	Addr() net.Addr

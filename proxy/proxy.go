@@ -12,10 +12,9 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 var (
@@ -25,13 +24,7 @@ var (
 
 // WireName is the name a Go method goes by on the wire: the first rune
 // lowered, as Java methods are named.
-func WireName(goName string) string {
-	r, n := utf8.DecodeRuneInString(goName)
-	if r == utf8.RuneError || unicode.IsLower(r) {
-		return goName
-	}
-	return string(unicode.ToLower(r)) + goName[n:]
-}
+func WireName(goName string) string { return view.WireName(goName) }
 
 type method struct {
 	// fast calls the method without reflection for the commonest
@@ -135,7 +128,7 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 	md := s.methods[inv.Method]
 	if md == nil {
 		return res, kernel.Errorf(kernel.CodeMethodNotFound, "service %s has no method %q (methods: %s)",
-			s.url.ServiceKey(), inv.Method, strings.Join(s.names, ", "))
+			s.url.ServiceKey(), view.Cut(inv.Method, 200), strings.Join(s.names, ", "))
 	}
 	if len(inv.Args) != len(md.in) {
 		return res, kernel.Errorf(kernel.CodeSerialization, "method %s.%s takes %d arguments, got %d",
@@ -246,16 +239,27 @@ func callFast(fast func(context.Context, []any) (any, error, bool), ctx context.
 // structs converted element by element, a struct from a map of its fields
 // (what generic calls and some hessian decodings deliver); nil as the zero
 // value.
+//
+// A decoded value may share containers many times over (a small frame can
+// describe a list with 2^64 leaves), so the conversion counts every value it
+// visits against convertLimits, as every walker of decoded values does.
 func convert(v any, t reflect.Type) (reflect.Value, error) {
 	if v == nil {
 		return reflect.Zero(t), nil
 	}
-	return convertValue(reflect.ValueOf(v), t, 0)
+	return converter{view.NewBudget(convertLimits)}.value(reflect.ValueOf(v), t, 0)
 }
 
-func convertValue(rv reflect.Value, t reflect.Type, depth int) (reflect.Value, error) {
-	if depth > 64 {
-		return reflect.Value{}, fmt.Errorf("value nested too deep for %s", t)
+// convertLimits bound the conversion of one argument or result: deeper than
+// any Go type a service declares, and as many values as a payload-limited
+// frame decodes.
+var convertLimits = view.Limits{MaxDepth: 256, MaxNodes: 1 << 21}
+
+type converter struct{ b *view.Budget }
+
+func (c converter) value(rv reflect.Value, t reflect.Type, depth int) (reflect.Value, error) {
+	if err := c.b.Visit(depth); err != nil {
+		return reflect.Value{}, fmt.Errorf("converting to %s: %w", t, err)
 	}
 	for rv.Kind() == reflect.Interface {
 		if rv.IsNil() {
@@ -277,9 +281,9 @@ func convertValue(rv reflect.Value, t reflect.Type, depth int) (reflect.Value, e
 		if rv.IsNil() {
 			return reflect.Zero(t), nil
 		}
-		return convertValue(rv.Elem(), t, depth+1)
+		return c.value(rv.Elem(), t, depth+1)
 	case t.Kind() == reflect.Pointer:
-		e, err := convertValue(rv, t.Elem(), depth+1)
+		e, err := c.value(rv, t.Elem(), depth+1)
 		if err != nil {
 			return reflect.Value{}, err
 		}
@@ -289,7 +293,7 @@ func convertValue(rv reflect.Value, t reflect.Type, depth int) (reflect.Value, e
 	case t.Kind() == reflect.Slice && (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array):
 		out := reflect.MakeSlice(t, rv.Len(), rv.Len())
 		for i := 0; i < rv.Len(); i++ {
-			e, err := convertValue(rv.Index(i), t.Elem(), depth+1)
+			e, err := c.value(rv.Index(i), t.Elem(), depth+1)
 			if err != nil {
 				return reflect.Value{}, fmt.Errorf("element %d: %w", i, err)
 			}
@@ -300,38 +304,33 @@ func convertValue(rv reflect.Value, t reflect.Type, depth int) (reflect.Value, e
 		out := reflect.MakeMapWithSize(t, rv.Len())
 		it := rv.MapRange()
 		for it.Next() {
-			k, err := convertValue(it.Key(), t.Key(), depth+1)
+			k, err := c.value(it.Key(), t.Key(), depth+1)
 			if err != nil {
-				return reflect.Value{}, fmt.Errorf("map key %v: %w", it.Key(), err)
+				return reflect.Value{}, fmt.Errorf("map key %s: %w", view.Cut(fmt.Sprint(it.Key()), 64), err)
 			}
-			e, err := convertValue(it.Value(), t.Elem(), depth+1)
+			e, err := c.value(it.Value(), t.Elem(), depth+1)
 			if err != nil {
-				return reflect.Value{}, fmt.Errorf("map value of %v: %w", it.Key(), err)
+				return reflect.Value{}, fmt.Errorf("map value of %s: %w", view.Cut(fmt.Sprint(it.Key()), 64), err)
 			}
 			out.SetMapIndex(k, e)
 		}
 		return out, nil
 	case t.Kind() == reflect.Struct && rv.Kind() == reflect.Map:
-		return structFromMap(rv, t, depth)
+		return c.structFromMap(rv, t, depth)
 	case t.Kind() == reflect.Struct && rv.Kind() == reflect.Struct:
 		// Same fields under another type (a POJO decoded into a registered
 		// Go type that differs from the method's).
-		m := reflect.ValueOf(ToGeneric(rv.Interface()))
-		return structFromMap(m, t, depth)
+		m := reflect.ValueOf(view.GenericWith(rv.Interface(), convertLimits))
+		return c.structFromMap(m, t, depth)
 	}
 	return reflect.Value{}, fmt.Errorf("want %s, got %s", t, rt)
 }
 
 // FieldName is the name a struct field has on the wire: its `hessian` tag,
 // else its name with the first rune lowered (Java's bean convention).
-func FieldName(f reflect.StructField) string {
-	if tag := f.Tag.Get("hessian"); tag != "" && tag != "-" {
-		return tag
-	}
-	return WireName(f.Name)
-}
+func FieldName(f reflect.StructField) string { return view.FieldName(f) }
 
-func structFromMap(m reflect.Value, t reflect.Type, depth int) (reflect.Value, error) {
+func (c converter) structFromMap(m reflect.Value, t reflect.Type, depth int) (reflect.Value, error) {
 	out := reflect.New(t).Elem()
 	byName := make(map[string]reflect.Value, m.Len())
 	it := m.MapRange()
@@ -356,7 +355,7 @@ func structFromMap(m reflect.Value, t reflect.Type, depth int) (reflect.Value, e
 		if !ok {
 			continue
 		}
-		e, err := convertValue(v, f.Type, depth+1)
+		e, err := c.value(v, f.Type, depth+1)
 		if err != nil {
 			return reflect.Value{}, fmt.Errorf("field %s: %w", FieldName(f), err)
 		}
@@ -368,67 +367,10 @@ func structFromMap(m reflect.Value, t reflect.Type, depth int) (reflect.Value, e
 // ToGeneric turns a value into the form of Dubbo's generic calls: structs
 // become map[string]any keyed by wire field names, plus "class" when the
 // struct names its Java class; lists and maps are converted element by
-// element; other values are returned as they are.
-func ToGeneric(v any) any {
-	return toGeneric(reflect.ValueOf(v), 0)
-}
-
-func toGeneric(rv reflect.Value, depth int) any {
-	if !rv.IsValid() || depth > 64 {
-		return nil
-	}
-	switch rv.Kind() {
-	case reflect.Interface, reflect.Pointer:
-		if rv.IsNil() {
-			return nil
-		}
-		if rv.Kind() == reflect.Pointer && rv.Elem().Kind() != reflect.Struct {
-			return toGeneric(rv.Elem(), depth+1)
-		}
-		if rv.Kind() == reflect.Interface {
-			return toGeneric(rv.Elem(), depth+1)
-		}
-		return structToMap(rv, rv.Elem(), depth)
-	case reflect.Struct:
-		if _, ok := rv.Interface().(interface{ Unix() int64 }); ok {
-			return rv.Interface() // time.Time and friends stay values
-		}
-		return structToMap(rv, rv, depth)
-	case reflect.Slice:
-		if rv.Type().Elem().Kind() == reflect.Uint8 {
-			return rv.Interface()
-		}
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = toGeneric(rv.Index(i), depth+1)
-		}
-		return out
-	case reflect.Map:
-		out := make(map[string]any, rv.Len())
-		it := rv.MapRange()
-		for it.Next() {
-			out[fmt.Sprint(it.Key().Interface())] = toGeneric(it.Value(), depth+1)
-		}
-		return out
-	}
-	return rv.Interface()
-}
-
-func structToMap(orig, sv reflect.Value, depth int) map[string]any {
-	t := sv.Type()
-	out := make(map[string]any, t.NumField()+1)
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() || f.Tag.Get("hessian") == "-" {
-			continue
-		}
-		out[FieldName(f)] = toGeneric(sv.Field(i), depth+1)
-	}
-	if j, ok := orig.Interface().(interface{ JavaClassName() string }); ok {
-		out["class"] = j.JavaClassName()
-	}
-	return out
-}
+// element; other values are returned as they are. It walks through
+// view.Generic, so a hostile (cyclic, shared, deep) value is bounded; shared
+// containers stay shared and cycles stay cycles.
+func ToGeneric(v any) any { return view.Generic(v) }
 
 // convertNumber converts between numeric kinds only when the value survives:
 // Java's long 1<<40 is no Go int32, and 1.5 is no integer.

@@ -25,10 +25,17 @@ const maxQueued = 64 << 20
 // Request or Response marked broken) at once, so the one call fails, then
 // skips Skip bytes from the start of the frame as they arrive, without
 // buffering them; the connection lives on.
+//
+// With Close set, the frame claims more than skipping can sensibly absorb
+// (gigabytes a peer may never send): the read loop delivers Msg, flushes
+// what is queued (the answer to Msg) and closes the connection, logging
+// why, instead of waiting for bytes that may never come while every later
+// frame on the connection goes unanswered.
 type FrameError struct {
-	Msg  any
-	Skip int
-	Err  error
+	Msg   any
+	Skip  int
+	Close bool
+	Err   error
 }
 
 func (e *FrameError) Error() string { return e.Err.Error() }
@@ -58,6 +65,10 @@ type Conn struct {
 }
 
 var _ extension.Channel = (*Conn)(nil)
+
+// readBufSize is a connection's read buffer; a larger frame gets a buffer of
+// its own size, dropped once it is decoded.
+const readBufSize = 64 << 10
 
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
@@ -175,12 +186,18 @@ func (c *Conn) writeLoop() {
 
 func (c *Conn) readLoop() {
 	defer c.loops.Done()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, readBufSize)
 	start, end := 0, 0
 	discard := 0 // bytes of a rejected frame still to skip
+	sizer, _ := c.codec.(extension.FrameSizer)
 	for {
 		if start == end {
 			start, end = 0, 0
+			if len(buf) > readBufSize {
+				// A big frame is done: do not keep its buffer for the
+				// life of the connection.
+				buf = make([]byte, readBufSize)
+			}
 		}
 		if end == len(buf) {
 			if start > 0 {
@@ -188,8 +205,15 @@ func (c *Conn) readLoop() {
 				start = 0
 			} else {
 				// One frame larger than the buffer: the codec has checked
-				// its length against the payload limit already.
-				nb := make([]byte, 2*len(buf))
+				// its length against the payload limit already. Grow to
+				// exactly its size when the codec can tell it.
+				size := 2 * len(buf)
+				if sizer != nil {
+					if n := sizer.FrameSize(buf[:end]); n > len(buf) {
+						size = n
+					}
+				}
+				nb := make([]byte, size)
 				copy(nb, buf[:end])
 				buf = nb
 			}
@@ -214,6 +238,14 @@ func (c *Conn) readLoop() {
 			msg, used, derr := c.codec.Decode(buf[start:end])
 			if derr != nil {
 				var fe *FrameError
+				if errors.As(derr, &fe) && fe.Close {
+					c.log.Warn("weft: closing connection after a frame it cannot honour", "remote", c.RemoteAddr().String(), "err", fe.Err)
+					if fe.Msg != nil {
+						c.handler.Received(c, fe.Msg)
+					}
+					c.flushThenFail(fmt.Errorf("frame from %s: %w", c.RemoteAddr(), fe.Err))
+					return
+				}
 				if errors.As(derr, &fe) && fe.Skip > 0 {
 					c.log.Warn("weft: rejected frame", "remote", c.RemoteAddr().String(), "err", fe.Err)
 					// Answer now; the frame's bytes are skipped as they come,
@@ -251,6 +283,12 @@ func (c *Conn) Close() error {
 
 // CloseGracefully flushes what is queued (bounded by wait), then closes.
 func (c *Conn) CloseGracefully(wait time.Duration) {
+	c.flush(wait)
+	c.Close()
+}
+
+// flush waits up to wait for the write loop to take what is queued.
+func (c *Conn) flush(wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		c.wmu.Lock()
@@ -261,7 +299,13 @@ func (c *Conn) CloseGracefully(wait time.Duration) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	c.Close()
+}
+
+// flushThenFail sends what is queued (an answer to the frame that ends the
+// connection), then closes with err.
+func (c *Conn) flushThenFail(err error) {
+	c.flush(100 * time.Millisecond)
+	c.fail(err)
 }
 
 func (c *Conn) fail(err error) {

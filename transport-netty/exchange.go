@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,9 +57,17 @@ type Response struct {
 	ErrMsg string
 }
 
-// StatusError converts a non-OK status into a kernel error.
+// StatusError converts a non-OK status into a kernel error. The status
+// gives the code; a text written by kernel.WireText (a weft provider) gives
+// the message without a second prefix and, for the generic statuses 70/90,
+// the code the status cannot carry (forbidden, method not found, ...).
 func StatusError(status byte, msg string) error {
 	code := kernel.CodeUnknown
+	msg = cutText(msg)
+	wireCode, text, parsed := kernel.ParseText(msg)
+	if parsed {
+		msg = text
+	}
 	e := &kernel.Error{Msg: msg}
 	switch status {
 	case StatusClientTimeout:
@@ -73,6 +82,15 @@ func StatusError(status byte, msg string) error {
 		code = kernel.CodeServiceNotFound
 	case StatusServerThreadpoolExhausted:
 		code = kernel.CodeLimitExceeded
+	case StatusServerError:
+		code = kernel.CodeShuttingDown
+		if parsed {
+			code = wireCode
+		}
+	case StatusServiceError, StatusClientError:
+		if parsed {
+			code = wireCode
+		}
 	}
 	e.Code = code
 	if e.Msg == "" {
@@ -187,6 +205,7 @@ type ExchangeClient struct {
 	nextID   atomic.Uint64
 	late     atomic.Int64
 	closed   atomic.Bool
+	draining atomic.Bool // CloseGracefully: no new calls
 	done     chan struct{}
 	wake     chan struct{}
 	bg       sync.WaitGroup
@@ -272,10 +291,10 @@ func (c *ExchangeClient) keepalive() {
 // URL is the provider URL the client connects to.
 func (c *ExchangeClient) URL() *kernel.URL { return c.url }
 
-// IsAvailable reports whether the connection is up.
+// IsAvailable reports whether the connection is up and takes new calls.
 func (c *ExchangeClient) IsAvailable() bool {
 	conn := c.conn.Load()
-	return !c.closed.Load() && conn != nil && !conn.IsClosed()
+	return !c.closed.Load() && !c.draining.Load() && conn != nil && !conn.IsClosed()
 }
 
 // Pending is the number of calls waiting for a response.
@@ -289,7 +308,7 @@ func (c *ExchangeClient) Connects() int64 { return c.connects.Load() }
 
 func (c *ExchangeClient) channel() (*Conn, error) {
 	conn := c.conn.Load()
-	if c.closed.Load() {
+	if c.closed.Load() || c.draining.Load() {
 		return nil, kernel.Errorf(kernel.CodeNetwork, "client of %s is closed", c.url.Address())
 	}
 	if conn == nil || conn.IsClosed() {
@@ -365,6 +384,26 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 	return nil, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
 		Msg: fmt.Sprintf("no response from %s within %v (request id %d, client-side timeout, channel %s -> %s)",
 			c.url.Address(), elapsed, id, conn.LocalAddr(), conn.RemoteAddr())}
+}
+
+// CloseGracefully stops taking new calls at once, waits for the calls in
+// flight to end (each is bounded by its own deadline) up to max, then
+// closes. It is what a consumer does with the connection of a provider that
+// left the registry while it drains: the calls already sent still get their
+// answers, as in Dubbo's HeaderExchangeClient.close(timeout).
+func (c *ExchangeClient) CloseGracefully(max time.Duration) {
+	if c.draining.Swap(true) || c.closed.Load() {
+		return
+	}
+	deadline := time.Now().Add(max)
+	for c.pending.Len() > 0 && time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	c.Close()
 }
 
 // Close closes the connection and fails the pending calls.
@@ -522,7 +561,7 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 		return
 	case req.Broken != nil:
 		if req.TwoWay {
-			conn.Send(&Response{ID: req.ID, Status: StatusBadRequest, ErrMsg: req.Broken.Error()})
+			reply(conn, &Response{ID: req.ID, Status: StatusBadRequest, ErrMsg: req.Broken.Error()})
 		}
 		return
 	}
@@ -530,7 +569,7 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 	if s.closing {
 		s.closeMu.RUnlock()
 		if req.TwoWay {
-			conn.Send(&Response{ID: req.ID, Status: StatusServerError,
+			reply(conn, &Response{ID: req.ID, Status: StatusServerError,
 				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())})
 		}
 		return
@@ -541,9 +580,46 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 	if !submitted {
 		s.wg.Done()
 		if req.TwoWay {
-			conn.Send(&Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
+			reply(conn, &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
 				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
 		}
+	}
+}
+
+// MaxErrorText bounds the text of an error response, sent or received: an
+// error may quote hostile input, and an answer that does not fit in a frame
+// is no answer at all.
+const MaxErrorText = 4 << 10
+
+// cutText cuts s to MaxErrorText bytes at a rune boundary, saying so.
+func cutText(s string) string {
+	if len(s) <= MaxErrorText {
+		return s
+	}
+	i := MaxErrorText
+	for i > 0 && s[i]&0xc0 == 0x80 {
+		i--
+	}
+	return s[:i] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// reply sends resp, so that the caller always gets an answer: an error text
+// is cut to fit, and a result that cannot be encoded (too large, a type the
+// serialization does not know) is answered with an error saying so.
+func reply(conn *Conn, resp *Response) {
+	if resp.Status != StatusOK {
+		resp.ErrMsg = cutText(resp.ErrMsg)
+	}
+	err := conn.Send(resp)
+	if err == nil || err == ErrClosed {
+		return
+	}
+	status := StatusBadResponse
+	if resp.Status != StatusOK {
+		status = resp.Status
+	}
+	if err := conn.Send(&Response{ID: resp.ID, Status: status, ErrMsg: cutText(err.Error())}); err != nil && err != ErrClosed {
+		conn.log.Warn("weft: cannot answer a request", "remote", conn.RemoteAddrString(), "id", resp.ID, "err", err)
 	}
 }
 
@@ -556,11 +632,7 @@ func (s *ExchangeServer) serve(t task) {
 	resp := s.handler.Reply(conn, req)
 	if req.TwoWay && resp != nil {
 		resp.ID = req.ID
-		if err := conn.Send(resp); err != nil && err != ErrClosed {
-			// The result could not be encoded (too large, unknown type):
-			// the caller still gets an answer.
-			conn.Send(&Response{ID: req.ID, Status: StatusBadResponse, ErrMsg: err.Error()})
-		}
+		reply(conn, resp)
 	}
 }
 

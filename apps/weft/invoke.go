@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/proxy"
 )
@@ -88,7 +89,9 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	out, err := json.Marshal(proxy.ToGeneric(res))
+	// The result crossed the wire: view bounds the walk (cycles print as
+	// "(cycle)") while keeping strings whole.
+	out, err := json.Marshal(view.JSONWith(res, printLimits))
 	if err != nil {
 		fmt.Fprintf(stderr, "weft invoke: result %T is not printable as JSON: %v\n", res, err)
 		return 1
@@ -98,6 +101,10 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, pretty.String())
 	return 0
 }
+
+// printLimits: a result prints whole up to 64 MiB of text and a million
+// values.
+var printLimits = view.Limits{MaxDepth: 1000, MaxNodes: 1 << 20, MaxBytes: 64 << 20}
 
 func fromJSON(v any) any {
 	switch x := v.(type) {

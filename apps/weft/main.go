@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 
 	"github.com/weftrpc/weft"
@@ -63,11 +64,17 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "weft run: give at least one config file with -c")
 			return 2
 		}
+		// New fails on a config with nothing to export or refer (and on
+		// any other config error), naming what is missing.
 		app, err := weft.New(append(builtinServices(), weft.WithConfig(weft.ConfigFiles(cfg...)...))...)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		c := app.Config()
+		app.Logger().Info("weft run: starting", "config", cfg.String(),
+			"services", strings.Join(sortedKeys(c.Provider.Services), ","),
+			"references", strings.Join(sortedKeys(c.Consumer.References), ","))
 		if err := app.Run(context.Background()); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -87,6 +94,15 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // builtinServices registers the implementations this binary carries, by the

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Name is the filter's extension name.
@@ -59,7 +59,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	if !kernel.IsTruthy(dest) {
 		return next.Invoke(ctx, inv)
 	}
-	line := format(time.Now(), u, inv)
+	line := Line(time.Now(), u, inv)
 	if dest == "true" || dest == "default" {
 		f.log.Info(line, "logger", "weft.accesslog."+u.Interface())
 	} else if err := f.write(dest, line); err != nil {
@@ -68,7 +68,10 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	return next.Invoke(ctx, inv)
 }
 
-func format(now time.Time, u *kernel.URL, inv *kernel.Invocation) string {
+// Line is the access log line of a call: Dubbo's format, the arguments as
+// bounded JSON (view.JSON), so that a hostile argument cannot make it
+// unbounded or crash the walk.
+func Line(now time.Time, u *kernel.URL, inv *kernel.Invocation) string {
 	var b strings.Builder
 	b.WriteByte('[')
 	b.WriteString(now.Format("2006-01-02 15:04:05.000"))
@@ -85,11 +88,13 @@ func format(now time.Time, u *kernel.URL, inv *kernel.Invocation) string {
 	b.WriteByte('(')
 	b.WriteString(inv.ParamTypes)
 	b.WriteString(") ")
-	if args, err := json.Marshal(inv.Args); err == nil {
-		b.Write(args)
-	} else {
-		fmt.Fprintf(&b, "%v", inv.Args)
+	// The arguments crossed the wire: they may be cyclic, shared a million
+	// times over or deep. view.JSON bounds the line and always encodes.
+	args, err := json.Marshal(view.JSON(inv.Args))
+	if err != nil {
+		args = []byte(`"(arguments not printable)"`)
 	}
+	b.Write(args)
 	return b.String()
 }
 

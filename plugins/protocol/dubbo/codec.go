@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
@@ -238,6 +239,19 @@ func NewResponse() (*netty.Response, *RPCResult) {
 	return &f.Response, &f.body
 }
 
+// skipFactor: a frame over the payload limit is skipped if it is at most
+// skipFactor times the limit, and closes its connection beyond.
+const skipFactor = 2
+
+// FrameSize tells the whole length of the frame whose header src starts
+// with (extension.FrameSizer), 0 while the header is incomplete.
+func (c *Codec) FrameSize(src []byte) int {
+	if len(src) < HeaderLength {
+		return 0
+	}
+	return HeaderLength + int(binary.BigEndian.Uint32(src[12:]))
+}
+
 // Decode reads one frame from the front of src.
 func (c *Codec) Decode(src []byte) (any, int, error) {
 	if len(src) < HeaderLength {
@@ -261,6 +275,14 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 			msg = &netty.Request{ID: id, TwoWay: flag&FlagTwoWay != 0, Event: flag&FlagEvent != 0, Broken: err}
 		} else {
 			msg = &netty.Response{ID: id, Status: netty.StatusBadResponse, ErrMsg: err.Error()}
+		}
+		// A frame a little over the limit is skipped as its bytes come and
+		// the connection lives on. One that claims far more (gigabytes) is
+		// more likely a broken or hostile peer than a big call, and may
+		// never be sent whole: every later frame would wait behind it, so
+		// the connection is closed instead (a consumer reconnects).
+		if int64(uint32(bodyLen)) > int64(skipFactor)*int64(c.payload) {
+			return nil, 0, &netty.FrameError{Msg: msg, Close: true, Err: err}
 		}
 		return nil, 0, &netty.FrameError{Msg: msg, Skip: HeaderLength + int(uint32(bodyLen)), Err: err}
 	}
@@ -330,7 +352,7 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 		r.Args = make([]any, n)
 		for i := range r.Args {
 			if r.Args[i], err = d.Decode(); err != nil {
-				return fmt.Errorf("decode argument %d of %s: %w", i, r.Method, err)
+				return fmt.Errorf("decode argument %d of %q: %w", i, view.Cut(r.Method, 200), err)
 			}
 		}
 	}

@@ -1,9 +1,14 @@
 package dubbo
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/plugins/filter/accesslog"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -40,7 +45,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			msg, n, err := c.Decode(data)
 			var fe *netty.FrameError
 			if errors.As(err, &fe) {
-				if fe.Msg == nil || fe.Skip < HeaderLength {
+				if fe.Msg == nil || !fe.Close && fe.Skip < HeaderLength {
 					t.Fatalf("frame error without a message or extent: %+v", fe)
 				}
 				return
@@ -78,6 +83,69 @@ func FuzzDecodeRequestBody(f *testing.F) {
 		var r RPCRequest
 		if err := c.decodeRequestBody(body, &r); err == nil && r.Method == "" && len(r.Args) > 0 {
 			t.Fatal("arguments decoded without a method")
+		}
+	})
+}
+
+// FuzzDecodeAndWalk decodes frames and then walks what they carried the way
+// weft does: the access log line, the JSON view WASM guests read, the
+// generic form and its encoding back to hessian. Decoding alone is not
+// enough: a ~100-byte body whose back reference makes a list contain itself
+// decodes fine and then crashed every walker with a stack overflow.
+func FuzzDecodeAndWalk(f *testing.F) {
+	seedFrames(f)
+	c := NewCodec(1 << 20)
+	hdr := func(flag byte, body []byte) []byte {
+		b := []byte{0xda, 0xbb, flag, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0}
+		b[12], b[13], b[14], b[15] = byte(len(body)>>24), byte(len(body)>>16), byte(len(body)>>8), byte(len(body))
+		return append(b, body...)
+	}
+	reqHead, _ := c.ser.Marshal(nil, DubboVersion, "org.example.S", "", "echo", "Ljava/lang/Object;")
+	for _, arg := range [][]byte{
+		{0x79, 0x51, 0x90},                   // a list that contains itself
+		{'H', 0x01, 'a', 0x51, 0x90, 'Z'},    // a map that contains itself
+		{0x7a, 0x79, 0x51, 0x90, 0x51, 0x91}, // shared lists
+	} {
+		f.Add(hdr(0xc2, append(append(append([]byte{}, reqHead...), arg...), 'H', 'Z')))
+		f.Add(hdr(0x02, append([]byte{0x91}, arg...)))
+	}
+	u := kernel.MustParseURL("dubbo://127.0.0.1:20880/org.example.S?accesslog=true")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for len(data) > 0 {
+			msg, n, err := c.Decode(data)
+			if err != nil || n == 0 {
+				return
+			}
+			data = data[n:]
+			var vals []any
+			switch m := msg.(type) {
+			case *netty.Request:
+				r, ok := m.Data.(*RPCRequest)
+				if !ok {
+					continue
+				}
+				inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: "127.0.0.1:1"}
+				inv.SetAttachments(r.Attachments)
+				if line := accesslog.Line(time.Now(), u, inv); len(line) > 1<<20 {
+					t.Fatalf("access log line of %d bytes", len(line))
+				}
+				vals = append(vals, r.Args, r.Attachments)
+			case *netty.Response:
+				if r, ok := m.Data.(*RPCResult); ok {
+					vals = append(vals, r.Value, r.Attachments)
+				}
+			}
+			for _, v := range vals {
+				if _, err := json.Marshal(view.JSON(v)); err != nil {
+					t.Fatalf("JSON view does not encode: %v", err)
+				}
+				g := view.Generic(v)
+				if _, err := c.ser.Marshal(nil, g); err != nil {
+					// An encoding may fail (a type the library refuses); it
+					// must not crash or run away.
+					continue
+				}
+			}
 		}
 	})
 }

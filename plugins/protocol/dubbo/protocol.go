@@ -22,6 +22,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -48,6 +49,24 @@ type Protocol struct {
 	mu      sync.Mutex
 	servers map[string]*server
 	clients map[string]*sharedClient
+	// draining counts clients closing gracefully in the background.
+	draining sync.WaitGroup
+}
+
+// drainMax bounds how long a released client waits for its calls in flight
+// before it closes: longer than any sane `timeout`, so in practice each call
+// ends by its own deadline first.
+const drainMax = time.Minute
+
+// closeGracefully closes c once its calls in flight have ended, without
+// holding the caller (a registry notification destroys invokers under its
+// lock).
+func (p *Protocol) closeGracefully(c *netty.ExchangeClient) {
+	p.draining.Add(1)
+	go func() {
+		defer p.draining.Done()
+		c.CloseGracefully(drainMax)
+	}()
 }
 
 // New returns the protocol, logging to log.
@@ -176,6 +195,7 @@ func (p *Protocol) Destroy() {
 	for _, c := range clients {
 		c.c.Close()
 	}
+	p.draining.Wait()
 }
 
 // handler serves one server's requests.
@@ -205,8 +225,8 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	e := h.s.lookup(key)
 	if e == nil {
 		return &netty.Response{Status: netty.StatusServiceNotFound,
-			ErrMsg: fmt.Sprintf("service %s not found on %s (exported here: %s); check interface, group and version",
-				key, h.s.es.Addr(), strings.Join(h.s.keys(), ", "))}
+			ErrMsg: fmt.Sprintf("service %q not found on %s (exported here: %s); check interface, group and version",
+				view.Cut(key, 200), h.s.es.Addr(), strings.Join(h.s.keys(), ", "))}
 	}
 	inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString()}
 	inv.SetAttachments(r.Attachments)
@@ -227,7 +247,12 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	return resp
 }
 
-// frameworkResponse answers a failure of the framework with Dubbo's status.
+// frameworkResponse answers a failure of the framework with Dubbo's status
+// for its code where Dubbo has one, else SERVICE_ERROR (70), the status Java
+// Dubbo sends for an exception outside the service. The text is
+// kernel.WireText's "weft: <code>: <message>": Java and dubbo-go consumers
+// read it as the error's message, a weft consumer takes the code back from
+// it (netty.StatusError), so a forbidden stays forbidden across processes.
 func frameworkResponse(err error) *netty.Response {
 	var ke *kernel.Error
 	status := netty.StatusServiceError
@@ -241,9 +266,11 @@ func frameworkResponse(err error) *netty.Response {
 			status = netty.StatusBadRequest
 		case kernel.CodeLimitExceeded:
 			status = netty.StatusServerThreadpoolExhausted
+		case kernel.CodeShuttingDown:
+			status = netty.StatusServerError
 		}
 	}
-	return &netty.Response{Status: status, ErrMsg: err.Error()}
+	return &netty.Response{Status: status, ErrMsg: kernel.WireText(err)}
 }
 
 // supportsResponseAttachments: Dubbo 2.0.2 and later read attachments on
@@ -321,7 +348,7 @@ func (p *Protocol) release(addr string, c *netty.ExchangeClient) {
 	}
 	p.mu.Unlock()
 	if last {
-		c.Close()
+		p.closeGracefully(c)
 	}
 }
 
@@ -355,9 +382,13 @@ func (iv *invoker) Destroy() {
 	if iv.destroyed.Swap(true) {
 		return
 	}
+	// Calls in flight on these clients still get their answers: the
+	// clients close once those have ended (a provider that left the
+	// registry is draining them), while no new call can choose this
+	// invoker any more.
 	for _, c := range iv.clients {
 		if iv.owned {
-			c.Close()
+			iv.p.closeGracefully(c)
 		} else {
 			iv.p.release(iv.url.Address(), c)
 		}

@@ -19,6 +19,30 @@ import (
 // which, unlike most failures, cannot be recovered.
 const MaxDepth = 1000
 
+// A body decodes into at most BudgetFactor times its size of Go memory, plus
+// BudgetSlack. Length fields are checked against the bytes that remain, but
+// one wire byte (a null, a small int, an empty string) becomes a 16-byte
+// interface slot or string header: without a budget an 8 MiB frame of nulls
+// decodes into 134 MiB. The accounting is an estimate of what the decoded
+// values hold (slots, headers, map entries, string and binary bytes), not of
+// the garbage made on the way.
+const (
+	BudgetFactor = 2
+	BudgetSlack  = 1 << 20
+)
+
+// BudgetFor is the memory budget of decoding a body of n bytes.
+func BudgetFor(n int) int64 { return BudgetFactor*int64(n) + BudgetSlack }
+
+// Sizes charged to the budget.
+const (
+	costSlot     = 16 // an interface or a string header
+	costMapEntry = 64 // key and value slots, control bytes, load factor
+	costBoxed    = 8  // an int32, int64 or float64 put in an interface
+	costTime     = 24
+	costObject   = 48 // a decoded object's own header
+)
+
 // errUnsupported makes the fast decoder hand the value to the library. It
 // never reaches a caller.
 var errUnsupported = errors.New("hessian2: value needs the library decoder")
@@ -36,11 +60,28 @@ type Decoder struct {
 	intern *Interner
 	lib    *libDecoder
 	err    error
+	// budget is the Go memory decoding may still allocate (BudgetFor).
+	budget int64
+	size   int // len(data) when the budget was set, for the error
 }
 
 // NewDecoder returns a decoder of the values in data. data must not change
 // while the decoder is in use; decoded values never alias it.
-func NewDecoder(data []byte) *Decoder { return &Decoder{data: data} }
+// Decoding allocates at most BudgetFor(len(data)) bytes; past it, Decode
+// fails.
+func NewDecoder(data []byte) *Decoder {
+	return &Decoder{data: data, budget: BudgetFor(len(data)), size: len(data)}
+}
+
+// spend charges n bytes of decoded values to the budget.
+func (d *Decoder) spend(n int64) error {
+	d.budget -= n
+	if d.budget < 0 {
+		return errAt(d.pos, "decoding needs more than %d bytes of memory for a %d-byte body (the limit is %d× its size plus %d KiB); send typed arrays (String[], int[]) or smaller calls",
+			BudgetFor(d.size), d.size, BudgetFactor, BudgetSlack>>10)
+	}
+	return nil
+}
 
 // Decode returns the next value, with the types the library would return (see
 // the package documentation), and io.EOF after the last. A 'Z' end marker at
@@ -77,7 +118,7 @@ func (d *Decoder) Decode() (any, error) {
 	if refs > 0 || types > 0 {
 		from, skip = 0, d.n
 	}
-	d.lib, err = newLibDecoder(d.data, from, skip)
+	d.lib, err = newLibDecoder(d.data, from, skip, d.budget, d.size)
 	if err != nil {
 		d.err = err
 		return nil, err
@@ -111,8 +152,16 @@ func (d *Decoder) value(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if i < 0 || i > 255 { // Go boxes 0-255 without allocating
+			if err := d.spend(costBoxed); err != nil {
+				return nil, err
+			}
+		}
 		return i, nil
 	case tag >= 0xd8 || tag >= 0x38 && tag <= 0x3f || tag == tagLongInt || tag == tagLong:
+		if err := d.spend(costBoxed); err != nil {
+			return nil, err
+		}
 		return d.int64()
 	case tag == tagNull:
 		d.pos++
@@ -124,10 +173,16 @@ func (d *Decoder) value(depth int) (any, error) {
 		d.pos++
 		return false, nil
 	case tag >= tagDoubleZero && tag <= tagDoubleMill || tag == tagDouble:
+		if err := d.spend(costBoxed); err != nil {
+			return nil, err
+		}
 		return d.double()
 	case tag >= 0x20 && tag <= 0x2f || tag >= 0x34 && tag <= 0x37 || tag == tagBinary || tag == tagBinaryChunk:
 		return d.binary()
 	case tag == tagDate || tag == tagDateMinute:
+		if err := d.spend(costTime); err != nil {
+			return nil, err
+		}
 		return d.date()
 	case tag == tagUListVar || tag == tagUListFixed || tag >= 0x78 && tag <= 0x7f:
 		return d.untypedList(depth)
@@ -321,6 +376,9 @@ func (d *Decoder) binary() (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.spend(int64(total) + costSlot); err != nil {
+		return nil, err
+	}
 	out := make([]byte, total)
 	for o, p := 0, d.pos; o < total || p < end; {
 		n, hdr, _, _ := binaryHeader(d.data, p)
@@ -494,6 +552,9 @@ func (d *Decoder) str() (string, error) {
 		return "", err
 	}
 	d.pos = end
+	if err := d.spend(int64(outLen)); err != nil {
+		return "", err
+	}
 	if plain {
 		_, hdr, _, _ := stringHeader(d.data, start)
 		b := d.data[start+hdr : end]
@@ -575,6 +636,9 @@ func (d *Decoder) box(s string) any {
 		return ""
 	}
 	if len(d.slab) == cap(d.slab) {
+		// Charged a slab at a time; box cannot fail, so the slab may
+		// overdraw the budget by one, and the next value fails.
+		d.budget -= slabSize * costSlot
 		d.slab = make([]string, 0, slabSize)
 	}
 	d.slab = append(d.slab, s)
@@ -619,6 +683,9 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 				d.pos++
 				return out, nil
 			}
+			if err := d.spend(costSlot); err != nil {
+				return nil, err
+			}
 			v, err := d.value(depth + 1)
 			if err != nil {
 				return nil, err
@@ -635,6 +702,9 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 	}
 	n, err := d.count(n32, "list")
 	if err != nil {
+		return nil, err
+	}
+	if err := d.spend(int64(n) * costSlot); err != nil {
 		return nil, err
 	}
 	out := make([]any, n)
@@ -817,6 +887,10 @@ func (d *Decoder) next(i, n int, variable bool) (bool, error) {
 // T's zero value, any element of another type goes to the library (which
 // converts some).
 func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error) {
+	size := int64(unsafe.Sizeof(*new(T)))
+	if err := d.spend(int64(n) * size); err != nil {
+		return nil, err
+	}
 	out := make([]T, n)
 	for i := 0; ; i++ {
 		more, err := d.next(i, n, variable)
@@ -839,6 +913,9 @@ func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error)
 			x = t
 		}
 		if variable {
+			if err := d.spend(size); err != nil {
+				return nil, err
+			}
 			out = append(out, x)
 		} else {
 			out[i] = x
@@ -848,6 +925,9 @@ func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error)
 
 // stringList is typedElems[string] without boxing each element.
 func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
+	if err := d.spend(int64(n) * costSlot); err != nil {
+		return nil, err
+	}
 	out := make([]string, n)
 	for i := 0; ; i++ {
 		more, err := d.next(i, n, variable)
@@ -869,6 +949,9 @@ func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
 			return nil, errUnsupported
 		}
 		if variable {
+			if err := d.spend(costSlot); err != nil {
+				return nil, err
+			}
 			out = append(out, s)
 		} else {
 			out[i] = s
@@ -949,7 +1032,13 @@ func (d *Decoder) mapValue(depth int) (any, error) {
 				continue
 			}
 		}
+		n := len(m)
 		m[k] = v
+		if len(m) > n { // a repeated key costs nothing more
+			if err := d.spend(costMapEntry); err != nil {
+				return nil, err
+			}
+		}
 	}
 }
 

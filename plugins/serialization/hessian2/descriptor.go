@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	hessian "github.com/apache/dubbo-go-hessian2"
+
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Descriptor returns the JVM parameter descriptor that a Dubbo request carries
@@ -172,43 +175,60 @@ const maxArrayDims = 255
 // provider knows how many argument values follow it in a request. It accepts
 // the grammar of JVM field descriptors, plus V, which dubbo-go sends for a nil
 // argument, and rejects anything else with an error naming the offset.
+//
+// More than MaxArgs parameters is an error, as it is for the JVM: without the
+// cap a descriptor of a million one-letter types makes the decoder allocate
+// a million argument slots from a 1 MB frame.
 func CountArgs(desc string) (int, error) {
 	n := 0
 	for i := 0; i < len(desc); n++ {
+		if n == MaxArgs {
+			return 0, fmt.Errorf("hessian2: descriptor %s: more than %d parameters (the JVM's limit)", quote(desc), MaxArgs)
+		}
 		start, dims := i, 0
 		for i < len(desc) && desc[i] == '[' {
 			i++
 			dims++
 		}
 		if dims > maxArrayDims {
-			return 0, fmt.Errorf("hessian2: descriptor %q: array of more than %d dimensions at offset %d", desc, maxArrayDims, start)
+			return 0, fmt.Errorf("hessian2: descriptor %s: array of more than %d dimensions at offset %d", quote(desc), maxArrayDims, start)
 		}
 		if i == len(desc) {
-			return 0, fmt.Errorf("hessian2: descriptor %q ends inside an array type", desc)
+			return 0, fmt.Errorf("hessian2: descriptor %s ends inside an array type", quote(desc))
 		}
 		switch c := desc[i]; c {
 		case 'Z', 'B', 'C', 'S', 'I', 'J', 'F', 'D':
 			i++
 		case 'V':
 			if dims > 0 {
-				return 0, fmt.Errorf("hessian2: descriptor %q: array of void at offset %d", desc, start)
+				return 0, fmt.Errorf("hessian2: descriptor %s: array of void at offset %d", quote(desc), start)
 			}
 			i++
 		case 'L':
 			end := strings.IndexByte(desc[i+1:], ';')
 			if end < 0 {
-				return 0, fmt.Errorf("hessian2: descriptor %q: class type at offset %d has no ';'", desc, i)
+				return 0, fmt.Errorf("hessian2: descriptor %s: class type at offset %d has no ';'", quote(desc), i)
 			}
 			if err := checkClassName(desc[i+1 : i+1+end]); err != nil {
-				return 0, fmt.Errorf("hessian2: descriptor %q: class type at offset %d: %w", desc, i, err)
+				return 0, fmt.Errorf("hessian2: descriptor %s: class type at offset %d: %w", quote(desc), i, err)
 			}
 			i += end + 2
 		default:
-			return 0, fmt.Errorf("hessian2: descriptor %q: unexpected %q at offset %d", desc, c, i)
+			return 0, fmt.Errorf("hessian2: descriptor %s: unexpected %q at offset %d", quote(desc), c, i)
 		}
 	}
 	return n, nil
 }
+
+// MaxArgs is the most parameters a method may have: the JVM's limit.
+const MaxArgs = 255
+
+// maxQuoted bounds the input an error quotes: a caller once received an
+// 8.3-million-character error string quoting its own descriptor.
+const maxQuoted = 200
+
+// quote quotes hostile input for an error, cut to maxQuoted bytes.
+func quote(s string) string { return strconv.Quote(view.Cut(s, maxQuoted)) }
 
 // checkClassName checks a binary class name in internal form
 // ("java/lang/String"): '/'-separated, non-empty parts without '.' or '['.
@@ -218,10 +238,10 @@ func checkClassName(name string) error {
 	}
 	for part := range strings.SplitSeq(name, "/") {
 		if part == "" {
-			return fmt.Errorf("empty part in class name %q", name)
+			return fmt.Errorf("empty part in class name %s", quote(name))
 		}
 		if strings.ContainsAny(part, ".[") {
-			return fmt.Errorf("invalid character in class name %q", name)
+			return fmt.Errorf("invalid character in class name %s", quote(name))
 		}
 	}
 	return nil

@@ -136,7 +136,13 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
+		n := len(m)
 		m[k] = v
+		if len(m) > n {
+			if err := d.spend(costMapEntry); err != nil {
+				return nil, err
+			}
+		}
 	}
 }
 
@@ -175,5 +181,7 @@ func (in *Interner) get(b []byte) string {
 
 // NewInterningDecoder is NewDecoder with an Interner for short strings.
 func NewInterningDecoder(data []byte, in *Interner) *Decoder {
-	return &Decoder{data: data, intern: in}
+	d := NewDecoder(data)
+	d.intern = in
+	return d
 }

@@ -32,8 +32,10 @@ type libDecoder struct {
 // newLibDecoder checks data from offset from on and returns the library's
 // decoder of it, past its first skip values (which the fast decoder has
 // returned already).
-func newLibDecoder(data []byte, from, skip int) (*libDecoder, error) {
-	classes, err := walk(data, from)
+// The walk charges what the library will build to budget (see BudgetFor);
+// size is the body's length, for the error.
+func newLibDecoder(data []byte, from, skip int, budget int64, size int) (*libDecoder, error) {
+	classes, err := walk(data, from, budget, size)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +116,8 @@ type classDef struct {
 
 // walk checks every value in data from offset from on and returns, for each
 // top-level value, the class of the object it is ("" for anything else).
-func walk(data []byte, from int) ([]string, error) {
-	w := &walker{Decoder: Decoder{data: data, pos: from}}
+func walk(data []byte, from int, budget int64, size int) ([]string, error) {
+	w := &walker{Decoder: Decoder{data: data, pos: from, budget: budget, size: size}}
 	var tops []string
 	for w.pos < len(data) {
 		if err := w.notify(); err != nil {
@@ -177,18 +179,27 @@ func (w *walker) value(depth int) (string, error) {
 	}
 	tag := w.data[w.pos]
 	if n := scalarSize(tag); n > 0 {
+		if err := w.spend(costBoxed); err != nil {
+			return "", err
+		}
 		return "", w.skip(n, "a value")
 	}
 	switch {
 	case isStringTag(tag):
 		return "", w.skipStr()
 	case tag >= 0x20 && tag <= 0x2f || tag >= 0x34 && tag <= 0x37 || tag == tagBinary || tag == tagBinaryChunk:
-		end, _, err := skipBinary(w.data, w.pos)
+		end, total, err := skipBinary(w.data, w.pos)
 		w.pos = end
+		if err == nil {
+			err = w.spend(int64(total) + costSlot)
+		}
 		return "", err
 	case tag == tagRef:
 		w.pos++
 		_, err := w.int32(true)
+		if err == nil {
+			err = w.spend(costSlot)
+		}
 		return "", err
 	case tag == tagUListVar || tag == tagUListFixed || tag >= 0x78 && tag <= 0x7f,
 		tag == tagListVar || tag == tagListFixed || tag >= 0x70 && tag <= 0x77:
@@ -206,9 +217,12 @@ func (w *walker) value(depth int) (string, error) {
 }
 
 func (w *walker) skipStr() error {
-	end, _, _, err := skipString(w.data, w.pos)
+	end, n, _, err := skipString(w.data, w.pos)
 	w.pos = end
-	return err
+	if err != nil {
+		return err
+	}
+	return w.spend(int64(n) + costSlot)
 }
 
 // name checks what the library reads with decString: a type or field name,
@@ -251,6 +265,9 @@ func (w *walker) list(depth int) error {
 				w.pos++
 				return nil
 			}
+			if err := w.spend(costSlot); err != nil {
+				return err
+			}
 			if _, err := w.value(depth + 1); err != nil {
 				return err
 			}
@@ -270,6 +287,9 @@ func (w *walker) list(depth int) error {
 	}
 	n, err := w.count(n32, "list")
 	if err != nil {
+		return err
+	}
+	if err := w.spend(int64(n) * costSlot); err != nil {
 		return err
 	}
 	for range n {
@@ -303,6 +323,9 @@ func (w *walker) mapValue(depth int) error {
 			w.pos++
 			return nil
 		}
+		if err := w.spend(costMapEntry); err != nil {
+			return err
+		}
 		for range 2 { // key, value
 			if err := w.notify(); err != nil {
 				return err
@@ -327,7 +350,9 @@ func (w *walker) classDef(depth int) (string, error) {
 	}
 	var cls string
 	if isStringTag(w.data[start]) {
-		cls, _ = (&Decoder{data: w.data, pos: start}).str()
+		name := NewDecoder(w.data)
+		name.pos = start
+		cls, _ = name.str()
 	}
 	n32, err := w.int32(true)
 	if err != nil {
@@ -335,6 +360,9 @@ func (w *walker) classDef(depth int) (string, error) {
 	}
 	n, err := w.count(n32, "class definition")
 	if err != nil {
+		return "", err
+	}
+	if err := w.spend(int64(n) * costSlot); err != nil {
 		return "", err
 	}
 	for range n {
@@ -363,6 +391,9 @@ func (w *walker) object(depth int) (string, error) {
 		return "", errAt(w.pos, "object of undefined class %d", idx)
 	}
 	c := w.classes[idx]
+	if err := w.spend(costObject + int64(c.fields)*costSlot); err != nil {
+		return "", err
+	}
 	for range c.fields {
 		if _, err := w.value(depth + 1); err != nil {
 			return "", err

@@ -55,7 +55,9 @@ func hostileCases(t testing.TB) []struct {
 		{"library: unhashable key", obj + "H\x79\x01a\x01bZ", "hash of unhashable type"},
 		{"null key in typed map", "M\x11java.util.HashMapN\x01vZ", "null key"},
 		{"library: list typed as a map", "M\x11java.util.HashMapZ\x71\x90N", "panic"},
-		{"library: quadratic references", obj + quadratic.String(), "too many lists"},
+		// Map entries cost memory before they cost time (see
+		// TestQuadraticReferences for the time bound alone).
+		{"library: quadratic references", obj + quadratic.String(), "decoding needs more than"},
 		{"invalid tag", "\x40", "invalid tag 0x40"},
 		{"end marker in a list", "\x79Z", "unexpected end marker"},
 		{"bad lead byte", "\x01\xff", "bad UTF-8 lead byte"},
@@ -91,6 +93,26 @@ func TestHostileInput(t *testing.T) {
 				t.Fatalf("took %v", elapsed)
 			}
 		})
+	}
+}
+
+// TestQuadraticReferences: with memory to spare, the library's quadratic
+// reference bookkeeping is still bounded in time.
+func TestQuadraticReferences(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("H")
+	for range 40000 {
+		b.WriteString("\x90\x78")
+	}
+	b.WriteString("Z")
+	data := []byte("C\x0bcom.Example\x90\x60" + b.String())
+	start := time.Now()
+	_, err := walk(data, 0, 1<<40, len(data))
+	if err == nil || !strings.Contains(err.Error(), "too many lists") {
+		t.Fatalf("walk: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("took %v", time.Since(start))
 	}
 }
 

@@ -1,0 +1,339 @@
+package weft_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// A config that declares a service and a reference; each case below lays
+// one bad value over it.
+const validBase = `
+application: {name: test}
+protocols: {injvm: {name: injvm}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, version: "1.0"}
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, version: "1.0", protocol: injvm}
+`
+
+func newFromYAML(docs ...string) (*weft.App, error) {
+	var sources []weft.ConfigSource
+	for _, d := range docs {
+		sources = append(sources, weft.ConfigYAML(d))
+	}
+	return weft.New(weft.WithConfig(sources...), weft.WithoutEnv(), weft.WithLogger(quiet),
+		weft.WithService("greeter", greeter{}))
+}
+
+// Every numeric setting that has a meaningless range fails New with its key
+// path, the bad value and what is allowed.
+func TestConfigRejectsMeaninglessValues(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		// timeout: > 0 ms, 0 = inherited / the default.
+		{"consumer timeout", `consumer: {timeout: -5}`,
+			[]string{"consumer.timeout: -5 is not allowed", "ms > 0", "1000 ms"}},
+		{"reference timeout", `consumer: {references: {greeter: {timeout: -1}}}`,
+			[]string{"consumer.references.greeter.timeout: -1 is not allowed"}},
+		{"reference method timeout", `consumer: {references: {greeter: {methods: {sayHello: {timeout: -5}}}}}`,
+			[]string{"consumer.references.greeter.methods.sayHello.timeout: -5 is not allowed", "ms > 0"}},
+		{"provider timeout", `provider: {timeout: -2}`,
+			[]string{"provider.timeout: -2 is not allowed"}},
+		{"service timeout", `provider: {services: {greeter: {timeout: -3}}}`,
+			[]string{"provider.services.greeter.timeout: -3 is not allowed"}},
+		{"service method timeout", `provider: {services: {greeter: {methods: {sayHello: {timeout: -4}}}}}`,
+			[]string{"provider.services.greeter.methods.sayHello.timeout: -4 is not allowed"}},
+		// retries >= 0.
+		{"consumer retries", `consumer: {retries: -1}`,
+			[]string{"consumer.retries: -1 is not allowed", ">= 0", "0: no retry"}},
+		{"reference retries", `consumer: {references: {greeter: {retries: -1}}}`,
+			[]string{"consumer.references.greeter.retries: -1 is not allowed"}},
+		{"method retries", `consumer: {references: {greeter: {methods: {sayHello: {retries: -7}}}}}`,
+			[]string{"consumer.references.greeter.methods.sayHello.retries: -7 is not allowed"}},
+		// executes / actives >= 0, 0 = no limit.
+		{"provider executes", `provider: {executes: -1}`,
+			[]string{"provider.executes: -1 is not allowed", ">= 0", "no limit"}},
+		{"service executes", `provider: {services: {greeter: {executes: -1}}}`,
+			[]string{"provider.services.greeter.executes: -1 is not allowed"}},
+		{"service method executes", `provider: {services: {greeter: {methods: {sayHello: {executes: -2}}}}}`,
+			[]string{"provider.services.greeter.methods.sayHello.executes: -2 is not allowed"}},
+		{"consumer actives", `consumer: {actives: -3}`,
+			[]string{"consumer.actives: -3 is not allowed", ">= 0", "no limit"}},
+		{"reference actives", `consumer: {references: {greeter: {actives: -3}}}`,
+			[]string{"consumer.references.greeter.actives: -3 is not allowed"}},
+		{"reference method actives", `consumer: {references: {greeter: {methods: {sayHello: {actives: -1}}}}}`,
+			[]string{"consumer.references.greeter.methods.sayHello.actives: -1 is not allowed"}},
+		// weight, forks, connections, shutdown wait >= 0.
+		{"weight", `provider: {services: {greeter: {weight: -10}}}`,
+			[]string{"provider.services.greeter.weight: -10 is not allowed", ">= 0", "100"}},
+		{"forks", `consumer: {references: {greeter: {methods: {sayHello: {forks: -1}}}}}`,
+			[]string{"consumer.references.greeter.methods.sayHello.forks: -1 is not allowed", ">= 0"}},
+		{"connections", `consumer: {references: {greeter: {connections: -2}}}`,
+			[]string{"consumer.references.greeter.connections: -2 is not allowed", ">= 0", "shared"}},
+		{"shutdown wait", `provider: {shutdown: {wait: -100}}`,
+			[]string{"provider.shutdown.wait: -100 is not allowed", ">= 0"}},
+		// protocols: port 0..65535, threads > 0, payload 1..2 GiB-1.
+		{"port too big", `protocols: {dubbo: {port: 70000}}`,
+			[]string{"protocols.dubbo.port: 70000 is not allowed", "0..65535", "0 picks a free port"}},
+		{"port negative", `protocols: {dubbo: {port: -1}}`,
+			[]string{"protocols.dubbo.port: -1 is not allowed"}},
+		{"threads negative", `protocols: {dubbo: {threads: -4}}`,
+			[]string{"protocols.dubbo.threads: -4 is not allowed", "> 0", "200"}},
+		{"threads zero", `protocols: {dubbo: {threads: 0}}`,
+			[]string{"protocols.dubbo.threads: 0 is not allowed", "> 0"}},
+		{"payload negative", `protocols: {dubbo: {payload: -1}}`,
+			[]string{"protocols.dubbo.payload: -1 is not allowed", "1..2147483647"}},
+		{"payload zero", `protocols: {dubbo: {payload: 0}}`,
+			[]string{"protocols.dubbo.payload: 0 is not allowed"}},
+		{"payload over 32 bits", `protocols: {dubbo: {payload: 4294967296}}`,
+			[]string{"protocols.dubbo.payload: 4294967296 is not allowed", "32-bit"}},
+		// wasm: max_memory_pages 0..65536, timeout >= 0 (checked before the
+		// module is looked at).
+		{"wasm pages", `wasm: {filters: {wasm-x: {path: x.wasm, max_memory_pages: 70000}}}`,
+			[]string{"wasm.filters.wasm-x.max_memory_pages: 70000 is not allowed", "0..65536"}},
+		{"wasm pages negative", `wasm: {filters: {wasm-x: {path: x.wasm, max_memory_pages: -1}}}`,
+			[]string{"wasm.filters.wasm-x.max_memory_pages: -1 is not allowed"}},
+		{"wasm timeout", `wasm: {filters: {wasm-x: {path: x.wasm, timeout: -1}}}`,
+			[]string{"wasm.filters.wasm-x.timeout: -1 is not allowed", ">= 0"}},
+		// Every bad value is reported at once, in key order.
+		{"several", `
+consumer: {timeout: -5, references: {greeter: {retries: -1}}}
+protocols: {dubbo: {port: 65536}}`,
+			[]string{"consumer.references.greeter.retries: -1 is not allowed", "consumer.timeout: -5 is not allowed",
+				"protocols.dubbo.port: 65536 is not allowed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newFromYAML(validBase, tc.yaml)
+			if err == nil {
+				t.Fatal("New succeeded, want a start-up error")
+			}
+			for _, w := range append([]string{"weft: config: "}, tc.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The exact text of one error: key path, value, what is allowed, the fix.
+func TestConfigValueErrorText(t *testing.T) {
+	_, err := newFromYAML(validBase, `consumer: {references: {greeter: {methods: {sayHello: {timeout: -5}}}}}`)
+	want := "weft: config: consumer.references.greeter.methods.sayHello.timeout: -5 is not allowed: " +
+		"want ms > 0 (0 or unset: inherited, 1000 ms by default); set a positive number of ms or remove the key"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error:\n %v\nwant:\n %s", err, want)
+	}
+	_, err = newFromYAML(validBase, `protocols: {dubbo: {port: 70000}}`)
+	want = "weft: config: protocols.dubbo.port: 70000 is not allowed: want 0..65535 (0 picks a free port); " +
+		"set a TCP port such as 20880, or 0"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error:\n %v\nwant:\n %s", err, want)
+	}
+}
+
+// A bad value from a WEFT_* variable is reported at its key path too.
+func TestConfigRejectsBadValueFromEnv(t *testing.T) {
+	t.Setenv("WEFT_CONSUMER_ACTIVES", "-3")
+	_, err := weft.New(weft.WithConfig(weft.ConfigYAML(validBase)), weft.WithLogger(quiet),
+		weft.WithService("greeter", greeter{}))
+	if err == nil || !strings.Contains(err.Error(), "consumer.actives: -3 is not allowed") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// The edges of each range, and the zeros that mean "default" or "no
+// limit", still start.
+func TestConfigAcceptsBoundaryValues(t *testing.T) {
+	for _, doc := range []string{
+		`consumer: {timeout: 0, retries: 0, actives: 0, references: {greeter: {connections: 0, retries: 0, methods: {sayHello: {retries: 0, forks: 0, actives: 0}}}}}`,
+		`provider: {timeout: 0, executes: 0, shutdown: {wait: 0}, services: {greeter: {weight: 0, executes: 0}}}`,
+		`protocols: {dubbo: {port: 0, threads: 1, payload: 2147483647}}`,
+		`protocols: {dubbo: {port: 65535}}`,
+		`consumer: {timeout: 1, retries: 10, actives: 4, references: {greeter: {connections: 2}}}`,
+	} {
+		if _, err := newFromYAML(validBase, doc); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+}
+
+// An App with nothing to export and nothing to refer would start idle and
+// silent: New says what is missing instead.
+func TestEmptyConfigSaysWhatIsMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []weft.Option
+		want []string
+	}{
+		{"nothing at all", []weft.Option{weft.WithConfig(weft.ConfigYAML(""))}, nil},
+		{"only defaults", []weft.Option{weft.WithConfig(weft.ConfigYAML("consumer: {timeout: 100}\nprotocols: {dubbo: {port: 0}}"))}, nil},
+		{"an implementation without a service", []weft.Option{weft.WithConfig(weft.ConfigYAML("")), weft.WithService("greeter", greeter{})},
+			[]string{`registered but not exported: greeter`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := weft.New(append(tc.opts, weft.WithoutEnv(), weft.WithLogger(quiet))...)
+			if err == nil {
+				t.Fatal("New succeeded with no services and no references")
+			}
+			for _, w := range append([]string{"weft: config: no services or references configured",
+				"provider.services", "consumer.references", "quick start in README.md"}, tc.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// memCenter is a config center in memory: PublishConfig delivers the
+// document to the listeners at once.
+type memCenter struct {
+	mu   sync.Mutex
+	docs map[string]string
+	ls   map[string]extension.ConfigListener
+	down bool // GetConfig fails
+}
+
+func (m *memCenter) GetDynamicConfiguration(*kernel.URL) (extension.DynamicConfiguration, error) {
+	return m, nil
+}
+
+func (m *memCenter) GetConfig(_ context.Context, key, group string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return "", fmt.Errorf("connection refused")
+	}
+	return m.docs[key+"/"+group], nil
+}
+
+func (m *memCenter) AddListener(key, group string, l extension.ConfigListener) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ls[key+"/"+group] = l
+	return nil
+}
+
+func (m *memCenter) RemoveListener(key, group string, _ extension.ConfigListener) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.ls, key+"/"+group)
+	return nil
+}
+
+func (m *memCenter) PublishConfig(_ context.Context, key, group, content string) error {
+	m.mu.Lock()
+	m.docs[key+"/"+group] = content
+	l := m.ls[key+"/"+group]
+	m.mu.Unlock()
+	if l != nil {
+		l.Process(extension.ConfigChangedEvent{Key: key, Group: group, Content: content})
+	}
+	return nil
+}
+
+func (m *memCenter) Close() error { return nil }
+
+func memCenterPlugin(cc *memCenter) weft.Option {
+	return weft.WithPlugins(weft.Plugin[extension.DynamicConfigurationFactory](func() weft.Extension[extension.DynamicConfigurationFactory] {
+		return weft.Extension[extension.DynamicConfigurationFactory]{Name: "mem",
+			New: func() (extension.DynamicConfigurationFactory, error) { return cc, nil }}
+	}))
+}
+
+// With check: false and a config center that cannot be read, the files
+// may declare nothing yet: New warns instead of failing.
+func TestEmptyConfigWithUnreadConfigCenterWarns(t *testing.T) {
+	cc := &memCenter{docs: map[string]string{}, ls: map[string]extension.ConfigListener{}, down: true}
+	logs := &lockedBuffer{}
+	_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), memCenterPlugin(cc),
+		weft.WithConfig(weft.ConfigYAML("config_center: {address: \"mem://here\", data_id: app.yaml, check: false}\nconsumer: {timeout: 777}\n")))
+	if err != nil {
+		t.Fatalf("check: false with an unreadable config center and no services: %v", err)
+	}
+	if !strings.Contains(logs.String(), "no services or references configured yet") {
+		t.Fatalf("no warning logged:\n%s", logs.String())
+	}
+	// Read, and still nothing declared: the error.
+	cc.down = false
+	cc.docs["app.yaml/"+extension.DefaultConfigGroup] = "consumer: {retries: 1}\n"
+	_, err = weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), memCenterPlugin(cc),
+		weft.WithConfig(weft.ConfigYAML("config_center: {address: \"mem://here\", data_id: app.yaml}\n")))
+	if err == nil || !strings.Contains(err.Error(), "no services or references configured") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A document published to the config center goes through the same value
+// checks: a bad one is rejected whole and the running config stays.
+func TestConfigCenterDocumentWithBadValueIsRejected(t *testing.T) {
+	cc := &memCenter{docs: map[string]string{}, ls: map[string]extension.ConfigListener{}}
+	logs := &lockedBuffer{}
+	var c greeterClient
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		weft.WithService("greeter", greeter{}), weft.WithReference("greeter", &c), memCenterPlugin(cc),
+		weft.WithConfig(weft.ConfigYAML(validBase+"config_center: {address: \"mem://here\", data_id: app.yaml}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	publish := func(doc string) {
+		t.Helper()
+		if err := cc.PublishConfig(ctx, "app.yaml", extension.DefaultConfigGroup, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("consumer: {references: {greeter: {timeout: 700, methods: {sayHello: {timeout: -5}}}}}\n")
+	if got := app.Config().Consumer.References["greeter"].Timeout; got != 0 {
+		t.Fatalf("reference timeout %d after a document with a bad value; want it unchanged (0)", got)
+	}
+	if !strings.Contains(logs.String(), "config center document rejected") ||
+		!strings.Contains(logs.String(), "consumer.references.greeter.methods.sayHello.timeout: -5 is not allowed") {
+		t.Fatalf("no rejection naming the key logged:\n%s", logs.String())
+	}
+	// A good document still applies.
+	publish("consumer: {references: {greeter: {timeout: 700}}}\n")
+	if got := app.Config().Consumer.References["greeter"].Timeout; got != 700 {
+		t.Fatalf("reference timeout %d after a good document; want 700", got)
+	}
+	if got, err := c.SayHello(ctx, "x"); err != nil || got != "hello x" {
+		t.Fatalf("SayHello = %q, %v", got, err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
