@@ -148,11 +148,57 @@ func (c *clusterInvoker) list(ctx context.Context, inv *kernel.Invocation) ([]ke
 		return nil, err
 	}
 	if len(invokers) == 0 {
+		if err := c.unreachable(inv); err != nil {
+			return nil, err
+		}
 		return nil, kernel.Errorf(kernel.CodeNoProvider,
 			"no provider available for %s.%s; check that a provider is running and its interface, group and version match (and what routers allow)",
 			c.dir.URL().ServiceKey(), inv.Method)
 	}
 	return invokers, nil
+}
+
+// maxNamed bounds the providers an unreachable error names.
+const maxNamed = 5
+
+// unreachable explains an empty list whose providers are known but none can
+// be connected: "no provider" is for no address known. It names the
+// addresses and why each is unavailable (the dial error).
+func (c *clusterInvoker) unreachable(inv *kernel.Invocation) error {
+	lister, ok := c.dir.(interface{ Invokers() []kernel.Invoker })
+	if !ok {
+		return nil
+	}
+	all := lister.Invokers()
+	if len(all) == 0 {
+		return nil
+	}
+	reasons := make([]string, 0, min(len(all), maxNamed))
+	for _, iv := range all {
+		if iv.IsAvailable() {
+			return nil // available but routed away: not a connection problem
+		}
+		if len(reasons) == maxNamed {
+			continue
+		}
+		why := "unavailable"
+		if w, ok := iv.(kernel.WhyUnavailable); ok {
+			if err := w.WhyUnavailable(); err != nil {
+				why = err.Error()
+				if ke, ok := err.(*kernel.Error); ok {
+					why = ke.Text()
+				}
+			}
+		}
+		reasons = append(reasons, iv.URL().Address()+" ("+why+")")
+	}
+	more := ""
+	if len(all) > len(reasons) {
+		more = " and " + strconv.Itoa(len(all)-len(reasons)) + " more"
+	}
+	return &kernel.Error{Code: kernel.CodeNetwork,
+		Msg: "cannot connect to any provider of " + c.dir.URL().ServiceKey() + "." + inv.Method + ": " +
+			strings.Join(reasons, "; ") + more + "; check that they run and listen at these addresses (weft reconnects on its own)"}
 }
 
 // pick is Dubbo's AbstractClusterInvoker.select: a sticky invoker if the

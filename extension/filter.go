@@ -45,6 +45,14 @@ func (c *chainNode) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.
 	return c.filter.Invoke(ctx, c.next, inv)
 }
 
+// WhyUnavailable forwards to the innermost invoker (kernel.WhyUnavailable).
+func (c *chainNode) WhyUnavailable() error {
+	if w, ok := c.Invoker.(kernel.WhyUnavailable); ok {
+		return w.WhyUnavailable()
+	}
+	return nil
+}
+
 // ClusterScoped marks a consumer filter that runs once per call around the
 // cluster (before routing and load balancing, as Dubbo 3's ClusterFilter),
 // rather than around each provider's invoker after the choice. Filters that

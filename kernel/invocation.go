@@ -121,6 +121,14 @@ type Invoker interface {
 	Destroy()
 }
 
+// WhyUnavailable is an optional interface of an Invoker that can tell why
+// IsAvailable is false (the address it cannot connect to and the dial
+// error), so that a call with no reachable provider says so rather than
+// "no provider". It returns nil while the invoker is available.
+type WhyUnavailable interface {
+	WhyUnavailable() error
+}
+
 type invocationKey struct{}
 
 // WithInvocation returns a context that carries the server-side invocation,

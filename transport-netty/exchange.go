@@ -210,6 +210,23 @@ type ExchangeClient struct {
 	wake     chan struct{}
 	bg       sync.WaitGroup
 	connects atomic.Int64
+	lastLog  atomic.Int64 // unix nanos of the last dial failure logged
+}
+
+// dialLogInterval is how often a client logs that it cannot connect.
+const dialLogInterval = 30 * time.Second
+
+// Unavailable returns why the client takes no calls now (closed, or not
+// connected and the last dial error), nil when it does.
+func (c *ExchangeClient) Unavailable() error {
+	if c.IsAvailable() {
+		return nil
+	}
+	_, err := c.channel()
+	if err == nil {
+		err = kernel.Errorf(kernel.CodeNetwork, "client of %s is closing", c.url.Address())
+	}
+	return err
 }
 
 // NewExchangeClient connects to url's address. A failed first connection is
@@ -233,6 +250,12 @@ func (c *ExchangeClient) connect() bool {
 	conn, err := c.t.dial(c.url, c.codec, c)
 	if err != nil {
 		c.lastErr.Store(&err)
+		// Once per address per interval: a provider that stays down
+		// must not flood the log with a line per reconnect.
+		if now := time.Now().UnixNano(); now-c.lastLog.Load() >= int64(dialLogInterval) {
+			c.lastLog.Store(now)
+			c.log.Warn("weft: cannot connect to provider", "addr", c.url.Address(), "err", err, "retry_every", c.opt.Reconnect)
+		}
 		return false
 	}
 	if c.closed.Load() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
@@ -54,7 +55,16 @@ type RPCRequest struct {
 	// interface, version, group, timeout); Attachments override them. They
 	// are kept apart so a call without attachments of its own builds no map.
 	Fixed map[string]any
+	// Countdown, when > 0, is the milliseconds the consumer still waits for
+	// this call; it goes on the wire as Dubbo's `_TO` attachment (an
+	// Integer, as Java's enable-timeout-countdown sends it) unless the
+	// attachments carry one already.
+	Countdown int64
 }
+
+// KeyCountdown is Dubbo's TIMEOUT_ATTACHMENT_KEY: the time the consumer
+// still waits, in ms, which a provider bounds the call by.
+const KeyCountdown = "_TO"
 
 // RPCResult is the body of an OK response.
 type RPCResult struct {
@@ -174,7 +184,21 @@ func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
 			return dst[:start], err
 		}
 	}
+	countdown := r.Countdown > 0
+	if countdown {
+		if _, set := r.Attachments[KeyCountdown]; set {
+			countdown = false
+		}
+	}
 	if out, ok := hessian2.AppendStringMap(dst, r.Fixed, r.Attachments); ok {
+		if countdown {
+			// Before the map's end marker: one more entry.
+			out = hessian2.AppendString(out[:len(out)-1], KeyCountdown)
+			if out, err = c.ser.Marshal(out, int32(min(r.Countdown, math.MaxInt32))); err != nil {
+				return dst[:start], err
+			}
+			out = append(out, 'Z')
+		}
 		return out, nil
 	}
 	// Attachments of other types: one stream with the arguments, so that
@@ -185,6 +209,9 @@ func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
 	}
 	for k, val := range r.Attachments {
 		att[k] = val
+	}
+	if countdown {
+		att[KeyCountdown] = int32(min(r.Countdown, math.MaxInt32))
 	}
 	vals := append(append(make([]any, 0, len(r.Args)+1), r.Args...), att)
 	return c.ser.Marshal(dst[:head], vals...)

@@ -230,9 +230,15 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	}
 	inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString()}
 	inv.SetAttachments(r.Attachments)
-	// The consumer's timeout is in the attachments; a provider bounds its
-	// implementation by its own `timeout` (the timeout filter), as Dubbo does.
+	// The consumer's deadline travels: no provider works for a consumer
+	// that gave up. Filters, the implementation and WASM guests see it; the
+	// provider's own `timeout` (the timeout filter) may cut it shorter.
 	ctx := context.Background()
+	if budget := consumerBudget(r.Attachments); budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
 	res, err := e.invoker.Invoke(ctx, inv)
 	if err != nil && !kernel.IsBiz(err) {
 		return frameworkResponse(err)
@@ -245,6 +251,35 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 		out.Value = res.Value
 	}
 	return resp
+}
+
+// consumerBudget is how long the consumer still waits for a call: Dubbo's
+// countdown `_TO` (sent by Java with enable-timeout-countdown, and by weft
+// always), else the consumer's `timeout` (which Java and dubbo-go send with
+// every call, as a String or an Integer); 0 when neither is there.
+func consumerBudget(att map[string]any) time.Duration {
+	for _, k := range [...]string{KeyCountdown, "_to", kernel.KeyTimeout} {
+		if ms, ok := millis(att[k]); ok && ms > 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	return 0
+}
+
+// millis reads an attachment as a number of milliseconds.
+func millis(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // frameworkResponse answers a failure of the framework with Dubbo's status
@@ -378,6 +413,24 @@ func (iv *invoker) IsAvailable() bool {
 	return false
 }
 
+// WhyUnavailable is kernel.WhyUnavailable: the clients' reasons.
+func (iv *invoker) WhyUnavailable() error {
+	if iv.destroyed.Load() {
+		return kernel.Errorf(kernel.CodeNetwork, "invoker of %s at %s is destroyed", iv.url.ServiceKey(), iv.url.Address())
+	}
+	var first error
+	for _, c := range iv.clients {
+		err := c.Unavailable()
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 func (iv *invoker) Destroy() {
 	if iv.destroyed.Swap(true) {
 		return
@@ -427,6 +480,16 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
 	req := &RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
 		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: inv.Attachments(), Fixed: iv.fixedFor(inv.Method, timeout)}
+	// The provider learns how long this consumer waits (Dubbo's countdown).
+	wait := timeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if wait <= 0 {
+		return kernel.Result{}, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
+			Msg: fmt.Sprintf("no time left to call %s.%s on %s", iv.url.ServiceKey(), inv.Method, iv.url.Address())}
+	}
+	req.Countdown = max(wait.Milliseconds(), 1)
 	c := iv.client()
 	if !iv.url.MethodParamBool(inv.Method, KeyReturn, true) {
 		return kernel.Result{}, c.Oneway(req)
