@@ -60,7 +60,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 		return next.Invoke(ctx, inv)
 	}
 	line := Line(time.Now(), u, inv)
-	if dest == "true" || dest == "default" {
+	if dest == "true" || dest == "default" || dest == "1" { // config writes true as "1"
 		f.log.Info(line, "logger", "weft.accesslog."+u.Interface())
 	} else if err := f.write(dest, line); err != nil {
 		f.log.Error("weft: access log", "file", dest, "err", err)

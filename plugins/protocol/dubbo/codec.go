@@ -85,6 +85,32 @@ type Codec struct {
 	ser     *hessian2.Serialization
 	payload int
 	intern  *hessian2.Interner
+	// factor bounds the Go memory a body decodes into: factor × its size
+	// plus hessian2.BudgetSlack (hessian2.BudgetFactor unless set).
+	factor int
+}
+
+// KeyDecodeFactor is the URL parameter (a protocol's params) that sets
+// Codec.factor: how many times its size in Go memory a body may decode into.
+// The default 2 bounds hostile frames to about 3× their size with the frame
+// itself; data made of many small maps (some 300 bytes each in Go) may need
+// more.
+const KeyDecodeFactor = "decode.factor"
+
+// WithDecodeFactor returns c with a memory budget of factor × body size (+
+// hessian2.BudgetSlack) for decoding; factor <= 0 keeps the default.
+func (c *Codec) WithDecodeFactor(factor int) *Codec {
+	if factor > 0 {
+		c.factor = factor
+	}
+	return c
+}
+
+func (c *Codec) budget(d *hessian2.Decoder, n int) *hessian2.Decoder {
+	if c.factor > 0 {
+		d.SetBudget(hessian2.BudgetFactorFor(n, c.factor))
+	}
+	return d
 }
 
 // NewCodec returns a codec whose bodies are limited to payload bytes
@@ -361,7 +387,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 }
 
 func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
-	d := hessian2.NewInterningDecoder(body, c.intern)
+	d := c.budget(hessian2.NewInterningDecoder(body, c.intern), len(body))
 	var strs [5]string
 	for i := range strs {
 		s, err := d.DecodeString()
@@ -396,7 +422,7 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 }
 
 func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
-	d := hessian2.NewDecoder(body)
+	d := c.budget(hessian2.NewDecoder(body), len(body))
 	fv, err := d.Decode()
 	if err != nil {
 		return fmt.Errorf("decode response flag: %w", err)

@@ -32,12 +32,21 @@ const (
 )
 
 // BudgetFor is the memory budget of decoding a body of n bytes.
-func BudgetFor(n int) int64 { return BudgetFactor*int64(n) + BudgetSlack }
+func BudgetFor(n int) int64 { return BudgetFactorFor(n, BudgetFactor) }
+
+// BudgetFactorFor is the budget of a body of n bytes with another factor
+// (a protocol's `decode.factor`): factor × n + BudgetSlack.
+func BudgetFactorFor(n, factor int) int64 { return int64(factor)*int64(n) + BudgetSlack }
+
+// SetBudget replaces the decoder's memory budget (see BudgetFor); call it
+// before the first Decode.
+func (d *Decoder) SetBudget(n int64) { d.budget, d.factor = n, int((n-BudgetSlack)/max(int64(d.size), 1)) }
 
 // Sizes charged to the budget.
 const (
 	costSlot     = 16 // an interface or a string header
-	costMapEntry = 64 // key and value slots, control bytes, load factor
+	costMapEntry = 128 // key and value slots, control bytes, growth
+	costMapFirst = 320 // a map's header and first group of eight slots
 	costBoxed    = 8  // an int32, int64 or float64 put in an interface
 	costTime     = 24
 	costObject   = 48 // a decoded object's own header
@@ -63,6 +72,7 @@ type Decoder struct {
 	// budget is the Go memory decoding may still allocate (BudgetFor).
 	budget int64
 	size   int // len(data) when the budget was set, for the error
+	factor int // for the error
 }
 
 // NewDecoder returns a decoder of the values in data. data must not change
@@ -70,15 +80,38 @@ type Decoder struct {
 // Decoding allocates at most BudgetFor(len(data)) bytes; past it, Decode
 // fails.
 func NewDecoder(data []byte) *Decoder {
-	return &Decoder{data: data, budget: BudgetFor(len(data)), size: len(data)}
+	return &Decoder{data: data, budget: BudgetFor(len(data)), size: len(data), factor: BudgetFactor}
+}
+
+// grow charges an append to a slice of length n and capacity c whose
+// elements take size bytes: nothing while it fits, the new array (double)
+// when it grows, so a list without a declared length is charged what its
+// growth allocates.
+func (d *Decoder) grow(n, c int, size int64) error {
+	if n < c {
+		return nil
+	}
+	return d.spend(int64(max(2*c, 4)) * size)
+}
+
+// spendEntry charges the entry a map of n entries gets: a Go map's first
+// group of eight slots when it is created, then an entry's share.
+func (d *Decoder) spendEntry(n int) error {
+	if n == 0 {
+		return d.spend(costMapFirst)
+	}
+	if n < 8 {
+		return nil
+	}
+	return d.spend(costMapEntry)
 }
 
 // spend charges n bytes of decoded values to the budget.
 func (d *Decoder) spend(n int64) error {
 	d.budget -= n
 	if d.budget < 0 {
-		return errAt(d.pos, "decoding needs more than %d bytes of memory for a %d-byte body (the limit is %d× its size plus %d KiB); send typed arrays (String[], int[]) or smaller calls",
-			BudgetFor(d.size), d.size, BudgetFactor, BudgetSlack>>10)
+		return errAt(d.pos, "decoding needs more than %d bytes of memory for a %d-byte body (the limit is %d× its size plus %d KiB); send typed arrays (String[], int[]) or smaller calls, or raise the protocol's decode.factor",
+			BudgetFactorFor(d.size, d.factor), d.size, d.factor, BudgetSlack>>10)
 	}
 	return nil
 }
@@ -118,7 +151,7 @@ func (d *Decoder) Decode() (any, error) {
 	if refs > 0 || types > 0 {
 		from, skip = 0, d.n
 	}
-	d.lib, err = newLibDecoder(d.data, from, skip, d.budget, d.size)
+	d.lib, err = newLibDecoder(d.data, from, skip, d)
 	if err != nil {
 		d.err = err
 		return nil, err
@@ -683,7 +716,7 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 				d.pos++
 				return out, nil
 			}
-			if err := d.spend(costSlot); err != nil {
+			if err := d.grow(len(out), cap(out), costSlot); err != nil {
 				return nil, err
 			}
 			v, err := d.value(depth + 1)
@@ -913,7 +946,7 @@ func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error)
 			x = t
 		}
 		if variable {
-			if err := d.spend(size); err != nil {
+			if err := d.grow(len(out), cap(out), size); err != nil {
 				return nil, err
 			}
 			out = append(out, x)
@@ -949,7 +982,7 @@ func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
 			return nil, errUnsupported
 		}
 		if variable {
-			if err := d.spend(costSlot); err != nil {
+			if err := d.grow(len(out), cap(out), costSlot); err != nil {
 				return nil, err
 			}
 			out = append(out, s)
@@ -1035,7 +1068,7 @@ func (d *Decoder) mapValue(depth int) (any, error) {
 		n := len(m)
 		m[k] = v
 		if len(m) > n { // a repeated key costs nothing more
-			if err := d.spend(costMapEntry); err != nil {
+			if err := d.spendEntry(n); err != nil {
 				return nil, err
 			}
 		}

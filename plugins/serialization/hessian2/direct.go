@@ -139,7 +139,7 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 		n := len(m)
 		m[k] = v
 		if len(m) > n {
-			if err := d.spend(costMapEntry); err != nil {
+			if err := d.spendEntry(n); err != nil {
 				return nil, err
 			}
 		}

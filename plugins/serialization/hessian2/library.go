@@ -32,10 +32,10 @@ type libDecoder struct {
 // newLibDecoder checks data from offset from on and returns the library's
 // decoder of it, past its first skip values (which the fast decoder has
 // returned already).
-// The walk charges what the library will build to budget (see BudgetFor);
-// size is the body's length, for the error.
-func newLibDecoder(data []byte, from, skip int, budget int64, size int) (*libDecoder, error) {
-	classes, err := walk(data, from, budget, size)
+// The walk charges what the library will build to the budget that d has
+// left (see BudgetFor).
+func newLibDecoder(data []byte, from, skip int, d *Decoder) (*libDecoder, error) {
+	classes, err := walk(data, from, d.budget, d.size, d.factor)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +116,8 @@ type classDef struct {
 
 // walk checks every value in data from offset from on and returns, for each
 // top-level value, the class of the object it is ("" for anything else).
-func walk(data []byte, from int, budget int64, size int) ([]string, error) {
-	w := &walker{Decoder: Decoder{data: data, pos: from, budget: budget, size: size}}
+func walk(data []byte, from int, budget int64, size, factor int) ([]string, error) {
+	w := &walker{Decoder: Decoder{data: data, pos: from, budget: budget, size: size, factor: factor}}
 	var tops []string
 	for w.pos < len(data) {
 		if err := w.notify(); err != nil {

@@ -107,7 +107,7 @@ func TestQuadraticReferences(t *testing.T) {
 	b.WriteString("Z")
 	data := []byte("C\x0bcom.Example\x90\x60" + b.String())
 	start := time.Now()
-	_, err := walk(data, 0, 1<<40, len(data))
+	_, err := walk(data, 0, 1<<40, len(data), 1)
 	if err == nil || !strings.Contains(err.Error(), "too many lists") {
 		t.Fatalf("walk: %v", err)
 	}
