@@ -40,14 +40,16 @@ func BudgetFactorFor(n, factor int) int64 { return int64(factor)*int64(n) + Budg
 
 // SetBudget replaces the decoder's memory budget (see BudgetFor); call it
 // before the first Decode.
-func (d *Decoder) SetBudget(n int64) { d.budget, d.factor = n, int((n-BudgetSlack)/max(int64(d.size), 1)) }
+func (d *Decoder) SetBudget(n int64) {
+	d.budget, d.factor = n, int((n-BudgetSlack)/max(int64(d.size), 1))
+}
 
 // Sizes charged to the budget.
 const (
-	costSlot     = 16 // an interface or a string header
+	costSlot     = 16  // an interface or a string header
 	costMapEntry = 128 // key and value slots, control bytes, growth
 	costMapFirst = 320 // a map's header and first group of eight slots
-	costBoxed    = 8  // an int32, int64 or float64 put in an interface
+	costBoxed    = 8   // an int32, int64 or float64 put in an interface
 	costTime     = 24
 	costObject   = 48 // a decoded object's own header
 )
