@@ -220,10 +220,7 @@ func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
 		if countdown {
 			// Before the map's end marker: one more entry.
 			out = hessian2.AppendString(out[:len(out)-1], KeyCountdown)
-			if out, err = c.ser.Marshal(out, int32(min(r.Countdown, math.MaxInt32))); err != nil {
-				return dst[:start], err
-			}
-			out = append(out, 'Z')
+			out = append(hessian2.AppendInt(out, int32(min(r.Countdown, math.MaxInt32))), 'Z')
 		}
 		return out, nil
 	}

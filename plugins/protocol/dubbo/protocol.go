@@ -235,9 +235,9 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	// provider's own `timeout` (the timeout filter) may cut it shorter.
 	ctx := context.Background()
 	if budget := consumerBudget(r.Attachments); budget > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, budget)
-		defer cancel()
+		var release func()
+		ctx, release = kernel.WithDeadline(ctx, time.Now().Add(budget))
+		defer release()
 	}
 	res, err := e.invoker.Invoke(ctx, inv)
 	if err != nil && !kernel.IsBiz(err) {
@@ -489,7 +489,12 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		return kernel.Result{}, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
 			Msg: fmt.Sprintf("no time left to call %s.%s on %s", iv.url.ServiceKey(), inv.Method, iv.url.Address())}
 	}
-	req.Countdown = max(wait.Milliseconds(), 1)
+	if timeout-wait > time.Millisecond {
+		// Tighter than the `timeout` attachment says (a retry, a caller's
+		// deadline): the provider needs the countdown. Otherwise `timeout`
+		// tells it, and the call sends one attachment less.
+		req.Countdown = max(wait.Milliseconds(), 1)
+	}
 	c := iv.client()
 	if !iv.url.MethodParamBool(inv.Method, KeyReturn, true) {
 		return kernel.Result{}, c.Oneway(req)

@@ -11,6 +11,9 @@ import (
 // interface.
 func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
 
+// AppendInt appends the Hessian encoding of an int (a Java Integer).
+func AppendInt(dst []byte, v int32) []byte { return appendInt(dst, v) }
+
 // AppendStringMap appends an untyped map ('H') holding the entries of base
 // overlaid by those of over, without building the merged map: Dubbo's
 // attachments, the invoker's fixed ones plus the call's own. It handles

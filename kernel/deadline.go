@@ -1,0 +1,112 @@
+package kernel
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// WithDeadline is context.WithDeadline for the provider's dispatch path: a
+// context whose deadline is known to everyone who asks (Deadline, Err) but
+// whose timer starts only when someone waits on Done. Most calls finish
+// without anything waiting on Done, and context.WithDeadline's timer and
+// cancellation plumbing cost three allocations per call; this costs one.
+// The release function must be called when the call ends.
+func WithDeadline(parent context.Context, d time.Time) (context.Context, func()) {
+	c := &lazyDeadline{Context: parent, deadline: d}
+	return c, c.release
+}
+
+type lazyDeadline struct {
+	context.Context // the parent: values, and its own cancellation (see Done)
+	deadline        time.Time
+
+	mu       sync.Mutex
+	done     chan struct{}
+	timer    *time.Timer
+	released bool
+	err      error
+}
+
+func (c *lazyDeadline) Deadline() (time.Time, bool) {
+	if pd, ok := c.Context.Deadline(); ok && pd.Before(c.deadline) {
+		return pd, true
+	}
+	return c.deadline, true
+}
+
+// Done makes the channel and starts the timer on first use.
+func (c *lazyDeadline) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done != nil {
+		return c.done
+	}
+	c.done = make(chan struct{})
+	wait := time.Until(c.deadline)
+	switch {
+	case c.released:
+		c.closeLocked(context.Canceled)
+	case wait <= 0:
+		c.closeLocked(context.DeadlineExceeded)
+	default:
+		c.timer = time.AfterFunc(wait, func() { c.expire(context.DeadlineExceeded) })
+		if pd := c.Context.Done(); pd != nil {
+			// A parent that can end on its own (rare on this path) is
+			// watched until this context ends.
+			go func(done chan struct{}) {
+				select {
+				case <-pd:
+					c.expire(c.Context.Err())
+				case <-done:
+				}
+			}(c.done)
+		}
+	}
+	return c.done
+}
+
+func (c *lazyDeadline) expire(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.closeLocked(err)
+	}
+}
+
+func (c *lazyDeadline) closeLocked(err error) {
+	c.err = err
+	close(c.done)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// Err is consistent with Done: once a channel exists it says what closed
+// it; before, nobody can be waiting, and the clock (and the parent) decide.
+func (c *lazyDeadline) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done != nil || c.err != nil {
+		return c.err
+	}
+	if c.released {
+		return context.Canceled
+	}
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (c *lazyDeadline) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released = true
+	if c.done != nil && c.err == nil {
+		c.closeLocked(context.Canceled)
+	}
+}

@@ -1,0 +1,83 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestWithDeadlineLazy(t *testing.T) {
+	d := time.Now().Add(50 * time.Millisecond)
+	ctx, release := WithDeadline(context.Background(), d)
+	if got, ok := ctx.Deadline(); !ok || !got.Equal(d) {
+		t.Fatalf("deadline %v %v", got, ok)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("ended early")
+	}
+	start := time.Now()
+	<-ctx.Done()
+	if took := time.Since(start); took < 40*time.Millisecond || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("done after %v, err %v", took, ctx.Err())
+	}
+	release()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("err after release %v", ctx.Err())
+	}
+
+	// Without anyone waiting, the clock decides; Done made late is closed.
+	ctx, release = WithDeadline(context.Background(), time.Now().Add(time.Millisecond))
+	time.Sleep(5 * time.Millisecond)
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("err %v", ctx.Err())
+	}
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatal("Done not closed after the deadline")
+	}
+	release()
+
+	// Release ends waiters; a derived context follows.
+	ctx, release = WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	child, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	release()
+	select {
+	case <-child.Done():
+	case <-time.After(time.Second):
+		t.Fatal("child not cancelled by release")
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("err %v", ctx.Err())
+	}
+
+	// A parent's cancellation reaches a waiter.
+	parent, pcancel := context.WithCancel(context.Background())
+	ctx, release = WithDeadline(parent, time.Now().Add(time.Hour))
+	defer release()
+	done := ctx.Done()
+	pcancel()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("parent cancellation not seen")
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("err %v", ctx.Err())
+	}
+}
+
+func TestWithDeadlineAllocatesOnce(t *testing.T) {
+	d := time.Now().Add(time.Hour)
+	n := testing.AllocsPerRun(100, func() {
+		ctx, release := WithDeadline(context.Background(), d)
+		ctx.Deadline()
+		_ = ctx.Err()
+		release()
+	})
+	if n > 1 {
+		t.Fatalf("%v allocations", n)
+	}
+}
