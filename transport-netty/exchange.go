@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,10 @@ func StatusError(status byte, msg string) error {
 	wireCode, text, parsed := kernel.ParseText(msg)
 	if parsed {
 		msg = text
+	} else {
+		// weft's own texts without a code ("weft: dubbo frame ...") get
+		// theirs from the status: one prefix.
+		msg = strings.TrimPrefix(msg, "weft: ")
 	}
 	e := &kernel.Error{Msg: msg}
 	switch status {
