@@ -85,6 +85,8 @@ type codesClient struct {
 	Block   func(ctx context.Context) (string, error)
 	// Missing is not a method of the provider.
 	Missing func(ctx context.Context, v string) (string, error)
+	// BigText calls big with a string, which does not convert to int32.
+	BigText func(ctx context.Context, v string) (string, error) `weft:"big"`
 }
 
 // guard is a provider filter: it counts every call that reaches it, per
@@ -287,6 +289,67 @@ func TestCodesTravelAndOnlyRetryableFailuresAreRetried(t *testing.T) {
 			t.Errorf("who ran %d times on a, %d on b; want 0 and %d", a.runs("who"), b.runs("who"), calls)
 		}
 	})
+}
+
+// The rest of the table's rows over TCP: a provider that does not export
+// the service is skipped for one that does (service not found, retried);
+// arguments that do not convert fail once (serialization, not retried).
+func TestCodesServiceNotFoundRetriedBadArgumentsNot(t *testing.T) {
+	noLeaks(t)
+	b := newCodesSvc("b")
+	addrOther, addrB := freePort(t), freePort(t)
+	// A provider App at addrOther exporting another interface only.
+	other := newCodesSvc("other")
+	port := addrOther[strings.LastIndexByte(addrOther, ':')+1:]
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("codes", other),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {dubbo: {port: %s}}
+provider:
+  services:
+    codes: {interface: org.weft.NotCodes}
+`, port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	_, runsB := startCodesProvider(t, b, addrB, "", "")
+	c, triesOf := codesConsumer(t, "dubbo://"+addrOther+";dubbo://"+addrB,
+		", cluster: failover, retries: 2, loadbalance: roundrobin, timeout: 3000")
+	ctx := context.Background()
+
+	for i := range 4 {
+		got, err := c.Who(ctx, "x")
+		if err != nil || got != "b" {
+			t.Fatalf("call %d: %q %v, want b's answer (service not found at %s is retried)", i, got, err, addrOther)
+		}
+	}
+	seen := triesOf()
+	onOther := 0
+	for _, s := range seen {
+		if strings.HasSuffix(s, "@"+addrOther) {
+			onOther++
+		}
+	}
+	t.Logf("tries: %v", seen)
+	if onOther == 0 {
+		t.Error("no try went to the provider without the service: the retry was not exercised")
+	}
+	if other.runs("who") != 0 || b.runs("who") != 4 {
+		t.Errorf("who ran %d times on the other, %d on b", other.runs("who"), b.runs("who"))
+	}
+
+	triesOf()
+	_, err = c.BigText(ctx, "not a number")
+	t.Logf("err: %v; tries %v", err, triesOf())
+	if kernel.CodeOf(err) != kernel.CodeSerialization || strings.Count(err.Error(), "weft: ") != 1 {
+		t.Errorf("err %v (code %v), want one serialization error", err, kernel.CodeOf(err))
+	}
+	if n := guardRuns(runsB, "big"); n > 1 || b.runs("big") != 0 {
+		t.Errorf("bad arguments reached b's guard %d times and the method %d times; want at most once and never", n, b.runs("big"))
+	}
 }
 
 // A reference whose only url is a closed port says which address and why

@@ -110,7 +110,8 @@ type clientsOf interface {
 }
 
 // A provider frozen with SIGSTOP keeps its connections open but never
-// answers: every call must fail at its own deadline, retries included, and
+// answers: every try must fail at its own deadline (a failover call after
+// its three tries, or at the caller's deadline), and
 // leave nothing in the pending tables.
 func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
 	addr1, child1 := startChild(t)
@@ -189,5 +190,57 @@ func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
 				t.Errorf("pending table of %s holds %d calls", c.URL().Address(), n)
 			}
 		}
+	}
+}
+
+// One provider of two frozen with SIGSTOP: failover gets past it, because
+// each try has its own timeout (Dubbo's behaviour). Before, one deadline
+// covered all tries, the frozen try ate it, and about half the calls
+// failed (20 of 40 sequential ones).
+func TestFailoverGetsPastAFrozenProvider(t *testing.T) {
+	addr1, child1 := startChild(t)
+	addr2, _ := startChild(t)
+	p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer p.Destroy()
+	var invokers []kernel.Invoker
+	for _, a := range []string{addr1, addr2} {
+		iv, err := p.Refer(context.Background(), kernel.MustParseURL("dubbo://"+a+"/org.weft.Echo?interface=org.weft.Echo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		invokers = append(invokers, iv)
+	}
+	lbs := kernel.NewLoader[extension.LoadBalance]("loadbalance", cluster.Random)
+	lbs.Register(cluster.Random, func() (extension.LoadBalance, error) { return cluster.NewRandom(), nil }, nil)
+	const timeout = 200 * time.Millisecond
+	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", timeout.Milliseconds()))
+	failover, _ := cluster.NewFailover(lbs, slog.New(slog.NewTextHandler(io.Discard, nil))).Join(cluster.NewStaticDirectory(consumer, invokers))
+	for _, iv := range invokers {
+		if res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "warm")); err != nil || res.Value != "warm" {
+			t.Fatalf("before freezing: %v %v", res.Value, err)
+		}
+	}
+	child1.Process.Signal(syscall.SIGSTOP)
+	waitStopped(t, child1.Process.Pid)
+	slow := 0
+	for i := range 40 {
+		start := time.Now()
+		res, err := failover.Invoke(context.Background(), kernel.NewInvocation("echo", "x"))
+		took := time.Since(start)
+		if err != nil || res.Value != "x" {
+			t.Fatalf("call %d failed after %v with one provider frozen: %v", i, took, err)
+		}
+		// At most one try on the frozen provider: its timeout plus the
+		// healthy provider's answer.
+		if took > timeout+100*time.Millisecond {
+			t.Errorf("call %d took %v, want at most %v plus the healthy provider's time", i, took, timeout)
+		}
+		if took >= timeout {
+			slow++
+		}
+	}
+	t.Logf("%d of 40 calls tried the frozen provider first", slow)
+	if slow == 0 {
+		t.Error("no call tried the frozen provider: the test did not exercise failover (random balancing)")
 	}
 }
