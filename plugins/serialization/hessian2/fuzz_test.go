@@ -1,6 +1,7 @@
 package hessian2
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -45,10 +46,17 @@ func FuzzCountArgs(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if n > len(desc) {
+		if n > len(desc) || n > MaxArgs {
 			t.Fatalf("%q: %d args", desc, n)
 		}
-		if n2, err := CountArgs(desc + desc); err != nil || n2 != 2*n {
+		n2, err := CountArgs(desc + desc)
+		if 2*n > MaxArgs {
+			if err == nil || !strings.Contains(err.Error(), "more than 255 parameters") {
+				t.Fatalf("%q twice (%d parameters): %d, %v; want the cap", desc, 2*n, n2, err)
+			}
+			return
+		}
+		if err != nil || n2 != 2*n {
 			t.Fatalf("%q twice: %d, %v; want %d", desc, n2, err, 2*n)
 		}
 	})
