@@ -26,8 +26,8 @@ func (r *Report) Valid() bool { return len(r.Problems) == 0 }
 
 // Check validates a module against ABI v1 as a filter would load it: it
 // compiles it, checks its imports and exports, then instantiates it in the
-// same sandbox (memory capped at DefaultMaxMemoryPages, 1s for _initialize
-// and weft_abi_version) and checks the version it reports.
+// same sandbox (memory capped at DefaultMaxMemoryPages, DefaultInitTimeout
+// for _initialize and weft_abi_version) and checks the version it reports.
 func Check(ctx context.Context, wasm []byte) *Report {
 	r := &Report{}
 	rt := newRuntime(ctx, DefaultMaxMemoryPages)
@@ -46,22 +46,22 @@ func Check(ctx context.Context, wasm []byte) *Report {
 	if len(r.Problems) > 0 {
 		return r
 	}
-	cctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
-	defer cancel()
-	mod, err := rt.InstantiateModule(cctx, cm, sandboxConfig())
+	mod, err := rt.InstantiateModule(ctx, cm, sandboxConfig())
 	if err != nil {
 		r.Problems = append(r.Problems, "instantiate: "+guestErr(err).Error())
 		return r
 	}
+	cctx, cancel := context.WithTimeout(ctx, DefaultInitTimeout)
+	defer cancel()
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
 		if _, err := init.Call(cctx); err != nil {
-			r.Problems = append(r.Problems, "_initialize: "+guestErr(explainCtx(cctx, err)).Error())
+			r.Problems = append(r.Problems, "_initialize: "+guestErr(explainCtx(cctx, err, DefaultInitTimeout)).Error())
 			return r
 		}
 	}
 	res, err := mod.ExportedFunction(exportVersion).Call(cctx)
 	if err != nil {
-		r.Problems = append(r.Problems, "weft_abi_version: "+guestErr(explainCtx(cctx, err)).Error())
+		r.Problems = append(r.Problems, "weft_abi_version: "+guestErr(explainCtx(cctx, err, DefaultInitTimeout)).Error())
 		return r
 	}
 	r.Ran, r.Version = true, api.DecodeI32(res[0])

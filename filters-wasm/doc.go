@@ -23,11 +23,17 @@
 // Pool. wazero module instances are not safe for concurrent use, and a guest's
 // globals must never be shared by two calls, so an instance serves one call at
 // a time: taken from an idle stack (LIFO, so the warmest instance goes first),
-// created when none is idle, returned afterwards. When the module exports
-// weft_on_response the instance is held across next.Invoke, so busy instances
-// track calls in flight; without it the instance goes back as soon as
-// weft_on_request returns, and busy instances track only guest code running
-// (about GOMAXPROCS). Idle instances are kept up to MaxIdle (default
+// created when none is idle, returned afterwards. Creating one is kept off the
+// calls' path where it can be: whenever a call takes the last idle instance,
+// or a failure costs one and none is left idle, a spare is started in the
+// background (one at a time), so the next call, and the one after a failure,
+// rarely waits for a start-up. A call that finds none idle starts one and
+// waits for it only until its own context is done; it then fails as a
+// timeout at its deadline, and the instance joins the pool for a later call.
+// When the module exports weft_on_response the instance is held across
+// next.Invoke, so busy instances track calls in flight; without it the
+// instance goes back as soon as weft_on_request returns, and busy instances
+// track only guest code running (about GOMAXPROCS). Idle instances are kept up to MaxIdle (default
 // 16 + 2×GOMAXPROCS): enough for a steady load without re-instantiating, while
 // a burst's extra instances (each holding its linear memory) are closed when
 // they come back. Instances are not capped in number: the App's concurrency
@@ -35,7 +41,12 @@
 //
 // Limits. Every guest call runs under the invocation's deadline; when the
 // invocation has none, under the filter's timeout (a reusable per-instance
-// timer, so the common case allocates nothing). A trap, a timeout, memory
+// timer, so the common case allocates nothing). A new instance's start-up
+// (_initialize and weft_abi_version) runs under its own limit, InitTimeout
+// (5s, or the filter's timeout if longer), counted from its start: it is not
+// charged to the call that needed the instance, whose budget starts with its
+// first callback, so a slow start on a loaded machine does not fail a healthy
+// call, and a runaway _initialize is still stopped. A trap, a timeout, memory
 // exhaustion, a WASI proc_exit or an ABI violation fails that call with a
 // *kernel.Error naming the filter and the cause (CodeTimeout for time, else
 // CodeUnknown), and the instance is closed, never reused: its memory may be

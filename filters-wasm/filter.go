@@ -20,12 +20,14 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Defaults of Config.
 const (
 	DefaultMaxMemoryPages = 512
 	DefaultTimeout        = time.Second
+	DefaultInitTimeout    = 5 * time.Second
 )
 
 // Config describes one WASM filter.
@@ -44,6 +46,12 @@ type Config struct {
 	// Timeout bounds each guest call of an invocation whose context has no
 	// deadline (default 1s).
 	Timeout time.Duration
+	// InitTimeout bounds a new instance's start-up, its _initialize and
+	// weft_abi_version (default DefaultInitTimeout, or Timeout if longer). It
+	// is not charged to the call that needed the instance: that call's
+	// guest calls have their own bound, and it waits for the start-up only
+	// until its own deadline.
+	InitTimeout time.Duration
 	// Settings is the filter's own configuration, returned to the guest by
 	// get_config as a JSON object.
 	Settings map[string]any
@@ -60,15 +68,16 @@ type Config struct {
 // Filter is a WASM module acting as an extension.Filter. It is safe for
 // concurrent use; Close releases it.
 type Filter struct {
-	name     string
-	path     string
-	timeout  time.Duration
-	maxPages uint32
-	maxIdle  int
-	log      *slog.Logger
-	counters *Counters
-	config   []byte // get_config's JSON for versions loaded from now on; under mu
-	data     []byte // the current module's bytes, for SetConfig; under mu
+	name        string
+	path        string
+	timeout     time.Duration
+	initTimeout time.Duration
+	maxPages    uint32
+	maxIdle     int
+	log         *slog.Logger
+	counters    *Counters
+	config      []byte // get_config's JSON for versions loaded from now on; under mu
+	data        []byte // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -79,6 +88,7 @@ type Filter struct {
 	mu      sync.Mutex // serialises reloads and Close
 	closed  atomic.Bool
 	watchMu sync.Mutex
+	bg      sync.WaitGroup // instances being made off a call's path; Close waits for them
 	stop    chan struct{}
 	done    chan struct{}
 	tried   fileStamp // the file last compiled (good or bad); under mu
@@ -97,10 +107,13 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	if c.Name == "" {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
-	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, maxPages: c.MaxMemoryPages,
+	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
 		maxIdle: c.MaxIdle, log: c.Log, counters: c.Counters}
 	if f.timeout <= 0 {
 		f.timeout = DefaultTimeout
+	}
+	if f.initTimeout <= 0 {
+		f.initTimeout = max(DefaultInitTimeout, f.timeout)
 	}
 	if f.maxPages == 0 {
 		f.maxPages = DefaultMaxMemoryPages
@@ -196,8 +209,8 @@ func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
 		return nil, fmt.Errorf("module %s does not follow weft's WASM ABI v1 (run `weft wasm check %s`): %s",
 			f.path, f.path, strings.Join(problems, "; "))
 	}
-	v := &version{f: f, cm: cm, seq: f.seq + 1, config: f.config}
-	in, err := v.get()
+	v := &version{f: f, cm: cm, seq: f.seq + 1, config: f.config, live: 1, creating: 1}
+	in, err := v.create()
 	if err != nil {
 		v.retire()
 		return nil, fmt.Errorf("module %s: %w", f.path, err)
@@ -212,7 +225,7 @@ func settingsJSON(settings map[string]any) ([]byte, error) {
 	if settings == nil {
 		settings = map[string]any{}
 	}
-	js, err := json.Marshal(jsonable(settings))
+	js, err := json.Marshal(view.Generic(settings))
 	if err != nil {
 		return nil, fmt.Errorf("config: not representable as JSON: %w", err)
 	}
@@ -290,7 +303,11 @@ func (f *Filter) Close() error {
 	if v := f.cur.Load(); v != nil {
 		v.retire()
 	}
-	return f.rt.Close(context.Background())
+	err := f.rt.Close(context.Background())
+	// Instances being started in the background: closing the runtime
+	// stopped their guest code, and their versions are retired.
+	f.bg.Wait()
+	return err
 }
 
 // Stats are a filter's counts since New.
@@ -298,6 +315,7 @@ type Stats struct {
 	// Version counts the module versions loaded (1 + successful reloads).
 	Version int
 	// Live instances (idle and busy) of the current version; Idle of those.
+	// Instances still starting are in neither.
 	Live, Idle int
 	// Created and Discarded count instances over the filter's life;
 	// Discarded includes those closed after a failure and the idle surplus.
@@ -318,7 +336,7 @@ func (f *Filter) Stats() Stats {
 		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load()}
 	if v := f.cur.Load(); v != nil {
 		v.mu.Lock()
-		s.Version, s.Live, s.Idle = v.seq, v.live, len(v.idle)
+		s.Version, s.Live, s.Idle = v.seq, v.live-v.creating, len(v.idle)
 		v.mu.Unlock()
 	}
 	return s
@@ -328,16 +346,19 @@ func (f *Filter) Stats() Stats {
 // (when exported) on the same instance.
 func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return kernel.Result{}, f.ctxError(err, exportOnRequest)
+		return kernel.Result{}, f.ctxError(err, "before "+exportOnRequest+" ran")
 	}
 	v := f.cur.Load()
-	in, err := v.get()
+	in, err := v.get(ctx)
 	for err == errRetired && !f.closed.Load() {
 		v = f.cur.Load()
-		in, err = v.get()
+		in, err = v.get(ctx)
 	}
 	if err == errRetired {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
+	}
+	if err == errStarting {
+		return kernel.Result{}, f.ctxError(ctx.Err(), "while a new instance was starting (none was idle); that instance will serve a later call")
 	}
 	if err != nil {
 		return kernel.Result{}, kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: no instance to run the call", f.name)
@@ -387,11 +408,13 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	return res, callErr
 }
 
-func (f *Filter) ctxError(err error, what string) error {
+// ctxError is the error of a call whose context was done when (when says) it
+// was to run a guest.
+func (f *Filter) ctxError(err error, when string) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return kernel.Wrap(kernel.CodeTimeout, err, "wasm filter %q: the call's deadline passed before %s ran", f.name, what)
+		return kernel.Wrap(kernel.CodeTimeout, err, "wasm filter %q: the call's deadline passed %s", f.name, when)
 	}
-	return kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: the call was cancelled before %s ran", f.name, what)
+	return kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: the call was cancelled %s", f.name, when)
 }
 
 type fileStamp struct {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,13 +177,16 @@ func TestRejections(t *testing.T) {
 	if _, err := f.Invoke(context.Background(), ep, inv); kernel.CodeOf(err) != kernel.CodeLimitExceeded || called != 1 {
 		t.Errorf("reject on response: %v, called %d", err, called)
 	}
-	// Rejections are answers, not failures: the instance is kept.
-	if s := f.Stats(); s.Discarded != 0 || s.Created != 1 {
+	// Rejections are answers, not failures: the instance is kept (with the
+	// spare the pool made when the first call took its only instance).
+	waitFor(t, 5*time.Second, func() bool { return f.Stats().Idle == 2 })
+	if s := f.Stats(); s.Discarded != 0 || s.Failures != 0 || s.Created != 2 {
 		t.Errorf("stats %+v", s)
 	}
 }
 
-// Each failure fails its call, with a clear error, in time, and the pool
+// Each failure fails its call, with a clear error, in time (within its budget
+// and how late this machine is at a timer right now, see slack), and the pool
 // recovers: the next call gets a fresh instance and succeeds.
 func TestFailuresAreContained(t *testing.T) {
 	f := newFilter(t, buildGuest(t, t.TempDir(), "misbehave"),
@@ -200,7 +202,7 @@ func TestFailuresAreContained(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				if _, err := f.Invoke(context.Background(), ep, withMode("ok")); err != nil {
+				if _, err := healthy(f, ep); err != nil {
 					bad.Add(1)
 					t.Errorf("healthy call failed: %v", err)
 				}
@@ -223,7 +225,9 @@ func TestFailuresAreContained(t *testing.T) {
 		{mode: "trap", code: kernel.CodeUnknown, msg: `wasm filter "wasm-bad": weft_on_request trapped (memory: 3 of max_memory_pages 64); the instance was discarded: wasm error: unreachable`},
 		{mode: "loop", deadline: 50 * time.Millisecond, code: kernel.CodeTimeout, msg: `wasm filter "wasm-bad": weft_on_request was still running at the call's deadline`},
 		{mode: "loop", code: kernel.CodeTimeout, msg: `wasm filter "wasm-bad": weft_on_request ran past the filter's timeout of 100ms`},
-		{mode: "grow", code: kernel.CodeUnknown, msg: `weft_on_request trapped (memory: 51 of max_memory_pages 64)`},
+		// Growing to the cap is work a loaded machine can stretch past the
+		// filter's 100ms: a deadline of its own, so that only the cap ends it.
+		{mode: "grow", deadline: 10 * time.Second, code: kernel.CodeUnknown, msg: `weft_on_request trapped (memory: 51 of max_memory_pages 64)`},
 		{mode: "badptr", code: kernel.CodeUnknown, msg: `weft_on_request broke the ABI; the instance was discarded: counter_add: key (ptr 2147483632, len 64) is outside the guest's memory`},
 		{mode: "exit", code: kernel.CodeUnknown, msg: `weft_on_request exited (proc_exit) with code 3`},
 		{rmode: "trap", code: kernel.CodeUnknown, msg: `weft_on_response trapped`},
@@ -249,12 +253,14 @@ func TestFailuresAreContained(t *testing.T) {
 			_, err := f.Invoke(ctx, ep, inv)
 			return time.Since(start), err
 		}
+		allowed := budget + slack()
 		before := f.Stats()
 		took, err := run()
-		if took > budget+5*time.Millisecond {
-			// Two shared cores and other processes: one scheduling hiccup is
-			// not the mechanism's lateness. Measure again once.
-			t.Logf("%s: failed after %v, past its budget %v + 5ms; measuring again", name, took, budget)
+		if took > allowed {
+			// One scheduling hiccup the baseline did not happen to see is
+			// not the mechanism's lateness: measure both again once.
+			t.Logf("%s: failed after %v, past its budget and this machine's timer lateness (%v); measuring again", name, took, allowed)
+			allowed = budget + slack()
 			before = f.Stats()
 			took, err = run()
 		}
@@ -265,19 +271,30 @@ func TestFailuresAreContained(t *testing.T) {
 		if !errors.As(err, &ke) {
 			t.Errorf("%s: %T is not a *kernel.Error", name, err)
 		}
-		if took > budget+5*time.Millisecond {
-			t.Errorf("%s: failed after %v, past its budget %v + 5ms", name, took, budget)
+		if took > allowed {
+			t.Errorf("%s: failed after %v, twice past its budget %v + %d × this machine's worst timer lateness now + %v (%v)", name, took, budget, lateFactor, lateMargin, allowed)
 		}
 		if c.mode == "loop" || c.rmode == "loop" {
-			t.Logf("%s (budget %v): failed after %v (%.2fms past)", name, budget, took, float64(took-budget)/1e6)
+			t.Logf("%s (budget %v): failed after %v (%.2fms past; allowed %.2fms)", name, budget, took, float64(took-budget)/1e6, float64(allowed-budget)/1e6)
 		}
 		if s := f.Stats(); s.Failures != before.Failures+1 || s.Discarded < before.Discarded+1 {
 			t.Errorf("%s: the instance was not discarded: %+v", name, s)
 		}
-		if _, err := f.Invoke(context.Background(), ep, withMode("ok")); err != nil {
+		if _, err := healthy(f, ep); err != nil {
 			t.Errorf("%s: the next call failed: %v", name, err)
 		}
 	}
+}
+
+// healthy makes a call that must succeed alongside failing ones. It has a
+// deadline of its own, so the filter's timeout (short, to be hit by the
+// failing ones) does not bound its callbacks: a stall of a loaded machine
+// (plain Go timers were seen 230ms late with both cores taken) is not a
+// failure of the guest's.
+func healthy(f *wasmfilter.Filter, ep *endpoint) (kernel.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return f.Invoke(ctx, ep, withMode("ok"))
 }
 
 // A call whose context is done before the filter runs does not spoil an
@@ -295,42 +312,71 @@ func TestExpiredContext(t *testing.T) {
 	}
 }
 
-// The deadline precision of a spinning guest, measured over several calls.
+// The deadline precision of a spinning guest, against a baseline measured
+// alongside: each repeat first measures how late this machine, right now,
+// stops a spinning goroutine at a timer in plain Go (timerLateness, the
+// mechanism the deadline relies on), then how late a looping guest is
+// stopped. The guest's median lateness must be within lateFactor × the
+// baseline's median + lateMargin: on an idle machine a couple of
+// milliseconds, on a loaded one what the load costs any Go program. A guest
+// whose deadline were ignored fails: stopped by the filter's 1s timeout (the
+// ctx deadline case runs with the default timeout for that reason), or not
+// at all (then the watchdog fails the test).
 func TestLoopDeadlinePrecision(t *testing.T) {
-	f := newFilter(t, buildGuest(t, t.TempDir(), "misbehave"), wasmfilter.Config{Timeout: 20 * time.Millisecond})
+	path := buildGuest(t, t.TempDir(), "misbehave")
 	ep := newEndpoint()
 	const deadline = 20 * time.Millisecond
+	const repeats = 21
 	for _, how := range []string{"ctx deadline", "filter timeout"} {
-		var late []time.Duration
+		byTimer := how == "filter timeout"
+		cfg := wasmfilter.Config{Name: "wasm-precision"} // default timeout, 1s
+		if byTimer {
+			cfg.Timeout = deadline
+		}
+		f := newFilter(t, path, cfg)
 		measure := func() time.Duration {
-			ctx, cancel := context.Background(), context.CancelFunc(func() {})
-			if how == "ctx deadline" {
-				ctx, cancel = context.WithTimeout(ctx, deadline)
+			type outcome struct {
+				late time.Duration
+				err  error
 			}
-			defer cancel()
-			start := time.Now()
-			_, err := f.Invoke(ctx, ep, withMode("loop"))
-			if kernel.CodeOf(err) != kernel.CodeTimeout {
-				t.Fatalf("%s: %v", how, err)
+			done := make(chan outcome, 1)
+			go func() { // timed on its own goroutine: the watchdog's hand-off is not counted
+				start := time.Now()
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if !byTimer {
+					ctx, cancel = context.WithTimeout(ctx, deadline)
+				}
+				defer cancel()
+				_, err := f.Invoke(ctx, ep, withMode("loop"))
+				done <- outcome{time.Since(start) - deadline, err}
+			}()
+			select {
+			case o := <-done:
+				if kernel.CodeOf(o.err) != kernel.CodeTimeout {
+					t.Fatalf("%s: %v", how, o.err)
+				}
+				return o.late
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: a looping guest was not stopped in 10s (deadline %v)", how, deadline)
+				return 0
 			}
-			return time.Since(start) - deadline
 		}
-		retried := 0
-		for range 10 {
-			l := measure()
-			if l > 5*time.Millisecond {
-				// A scheduling hiccup of the shared machine, or the
-				// mechanism? Measure again once: only a repeat fails.
-				t.Logf("%s: %v late; measuring again", how, l)
-				retried++
-				l = measure()
-			}
-			late = append(late, l)
+		var base, late []time.Duration
+		for range repeats {
+			// The last loop cost its instance: wait until the pool has made
+			// the replacement, so that what is measured is the deadline's
+			// precision, not a start-up.
+			waitFor(t, 5*time.Second, func() bool { return f.Stats().Idle >= 1 })
+			base = append(base, timerLateness(deadline, byTimer))
+			late = append(late, measure())
 		}
-		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
-		t.Logf("%s %v: lateness min %v, median %v, max %v (%d re-measured)", how, deadline, late[0], late[len(late)/2], late[len(late)-1], retried)
-		if late[len(late)-1] > 5*time.Millisecond {
-			t.Errorf("%s: a looping guest was stopped %v after its deadline (want <= 5ms)", how, late[len(late)-1])
+		b, g := spreadOf(base), spreadOf(late)
+		allowed := lateFactor*b.median + lateMargin
+		t.Logf("%s %v, %d repeats: baseline (plain Go spinner) lateness %v; guest lateness %v; allowed median %v",
+			how, deadline, repeats, b, g, allowed.Round(10*time.Microsecond))
+		if g.median > allowed {
+			t.Errorf("%s: a looping guest was stopped %v after its deadline (median of %d), past %d × this machine's timer lateness now (median %v) + %v",
+				how, g.median, repeats, lateFactor, b.median, lateMargin)
 		}
 	}
 }
@@ -657,20 +703,41 @@ func TestCancelAndClose(t *testing.T) {
 	f := newFilter(t, path, wasmfilter.Config{Name: "wasm-c", Timeout: 30 * time.Millisecond})
 	ep := newEndpoint()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	start := time.Now()
-	_, err := f.Invoke(ctx, ep, withMode("loop"))
-	if kernel.CodeOf(err) != kernel.CodeTimeout || time.Since(start) > 35*time.Millisecond {
-		t.Errorf("cancellable, no deadline: %v after %v", err, time.Since(start))
+	// Each is allowed its budget and how late this machine is at a timer
+	// right now (slack), measured again once if late.
+	timed := func(budget time.Duration, run func() error) (time.Duration, time.Duration, error) {
+		waitFor(t, 5*time.Second, func() bool { return f.Stats().Idle >= 1 }) // not a start-up
+		allowed := budget + slack()
+		start := time.Now()
+		err := run()
+		if took := time.Since(start); took <= allowed {
+			return took, allowed, err
+		}
+		waitFor(t, 5*time.Second, func() bool { return f.Stats().Idle >= 1 })
+		allowed = budget + slack()
+		start = time.Now()
+		err = run()
+		return time.Since(start), allowed, err
+	}
+	took, allowed, err := timed(30*time.Millisecond, func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_, err := f.Invoke(ctx, ep, withMode("loop"))
+		return err
+	})
+	if kernel.CodeOf(err) != kernel.CodeTimeout || took > allowed {
+		t.Errorf("cancellable, no deadline: %v after %v (allowed %v)", err, took, allowed)
 	}
 
-	ctx, cancel = context.WithCancel(context.Background())
-	time.AfterFunc(10*time.Millisecond, cancel)
-	start = time.Now()
-	_, err = f.Invoke(ctx, ep, withMode("loop"))
-	if err == nil || !strings.Contains(err.Error(), "the call was cancelled while weft_on_request ran") || time.Since(start) > 25*time.Millisecond {
-		t.Errorf("cancelled: %v after %v", err, time.Since(start))
+	took, allowed, err = timed(10*time.Millisecond, func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(10*time.Millisecond, cancel)
+		_, err := f.Invoke(ctx, ep, withMode("loop"))
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "the call was cancelled while weft_on_request ran") || took > allowed {
+		t.Errorf("cancelled: %v after %v (allowed %v)", err, took, allowed)
 	}
 
 	g := newFilter(t, path, wasmfilter.Config{Name: "wasm-g", Timeout: 10 * time.Second})
@@ -679,7 +746,7 @@ func TestCancelAndClose(t *testing.T) {
 		_, err := g.Invoke(context.Background(), ep, withMode("loop"))
 		done <- err
 	}()
-	waitFor(t, time.Second, func() bool { return g.Stats().Idle == 0 })
+	waitFor(t, time.Second, func() bool { s := g.Stats(); return s.Live-s.Idle == 1 }) // the loop holds an instance
 	time.Sleep(10 * time.Millisecond)
 	g.Close()
 	select {

@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // hostModule builds module "weft" for f's runtime. With f nil (a check), the
@@ -323,39 +324,19 @@ func (in *instance) returnData(ctx context.Context, retPtrPtr, retLenPtr uint32,
 	return statusOK
 }
 
-// appendJSON encodes v for the guest. Values decoded from hessian may hold
-// maps with non-string keys, which encoding/json refuses; those keys are
-// formatted. A value that still cannot be encoded (NaN, a channel) becomes
-// its %v text, so the guest always gets valid JSON.
+// appendJSON encodes v for the guest. Values decoded from hessian may be
+// cyclic, share containers a million times over, or hold maps with
+// non-string keys; view.JSONWith turns them into a bounded tree that
+// encoding/json always accepts (cycles and cuts marked), so the guest always
+// gets valid JSON and the host never recurses without end.
 func appendJSON(dst []byte, v any) []byte {
-	b, err := json.Marshal(jsonable(v))
+	b, err := json.Marshal(view.JSONWith(v, guestJSONLimits))
 	if err != nil {
-		b, _ = json.Marshal(fmt.Sprint(v))
+		b = []byte(`"(not representable as JSON)"`)
 	}
 	return append(dst, b...)
 }
 
-// jsonable turns maps with non-string keys into ones encoding/json accepts.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, val := range x {
-			m[fmt.Sprint(k)] = jsonable(val)
-		}
-		return m
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, val := range x {
-			m[k] = jsonable(val)
-		}
-		return m
-	case []any:
-		out := make([]any, len(x))
-		for i := range x {
-			out[i] = jsonable(x[i])
-		}
-		return out
-	}
-	return v
-}
+// guestJSONLimits: guests need strings whole (a token, a key), so only the
+// total is bounded, well below the default memory cap of an instance.
+var guestJSONLimits = view.Limits{MaxDepth: 64, MaxNodes: 1 << 20, MaxString: 0, MaxBytes: 8 << 20}

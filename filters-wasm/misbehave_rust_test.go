@@ -64,8 +64,9 @@ var memPages = regexp.MustCompile(`\(memory: (\d+) of max_memory_pages 64\)`)
 // TestFailuresAreContained with a guest written in Rust: a trap, a panic, a
 // loop (stopped by the call's deadline or the filter's timeout) and memory
 // grown past the cap each fail their call with a clear error within the
-// budget + 5 ms, calls running alongside through the same pool are
-// unaffected, and the next call succeeds on a fresh instance.
+// budget and how late this machine is at a timer right now (slack), calls
+// running alongside through the same pool are unaffected, and the next call
+// succeeds on a fresh instance.
 func TestFailuresAreContainedRust(t *testing.T) {
 	f := newFilter(t, buildRustGuest(t, t.TempDir(), "misbehave"),
 		wasmfilter.Config{Name: "wasm-bad-rs", MaxMemoryPages: 64, Timeout: 100 * time.Millisecond})
@@ -78,7 +79,7 @@ func TestFailuresAreContainedRust(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				if _, err := f.Invoke(context.Background(), ep, withMode("ok")); err != nil {
+				if _, err := healthy(f, ep); err != nil {
 					bad.Add(1)
 					t.Errorf("healthy call failed: %v", err)
 				}
@@ -106,7 +107,9 @@ func TestFailuresAreContainedRust(t *testing.T) {
 		{mode: "panic", code: kernel.CodeUnknown, msg: `wasm filter "wasm-bad-rs": weft_on_request trapped (memory: `},
 		{mode: "loop", deadline: 50 * time.Millisecond, code: kernel.CodeTimeout, msg: `wasm filter "wasm-bad-rs": weft_on_request was still running at the call's deadline`},
 		{mode: "loop", code: kernel.CodeTimeout, msg: `wasm filter "wasm-bad-rs": weft_on_request ran past the filter's timeout of 100ms`},
-		{mode: "grow", code: kernel.CodeUnknown, msg: `wasm filter "wasm-bad-rs": weft_on_request trapped (memory: `},
+		// Growing to the cap is work a loaded machine can stretch past the
+		// filter's 100ms: a deadline of its own, so that only the cap ends it.
+		{mode: "grow", deadline: 10 * time.Second, code: kernel.CodeUnknown, msg: `wasm filter "wasm-bad-rs": weft_on_request trapped (memory: `},
 		{rmode: "trap", code: kernel.CodeUnknown, msg: `wasm filter "wasm-bad-rs": weft_on_response trapped`},
 		{rmode: "loop", deadline: 30 * time.Millisecond, code: kernel.CodeTimeout, msg: `wasm filter "wasm-bad-rs": weft_on_response was still running at the call's deadline`},
 	} {
@@ -133,12 +136,14 @@ func TestFailuresAreContainedRust(t *testing.T) {
 			_, err := f.Invoke(ctx, ep, inv)
 			return time.Since(start), err
 		}
+		allowed := budget + slack()
 		before := f.Stats()
 		took, err := run()
-		if took > budget+5*time.Millisecond {
-			// Two shared cores and other processes: one scheduling hiccup is
-			// not the mechanism's lateness. Measure again once.
-			t.Logf("%s: failed after %v, past its budget %v + 5ms; measuring again", name, took, budget)
+		if took > allowed {
+			// One scheduling hiccup the baseline did not happen to see is
+			// not the mechanism's lateness: measure both again once.
+			t.Logf("%s: failed after %v, past its budget and this machine's timer lateness (%v); measuring again", name, took, allowed)
+			allowed = budget + slack()
 			before = f.Stats()
 			took, err = run()
 		}
@@ -172,14 +177,14 @@ func TestFailuresAreContainedRust(t *testing.T) {
 				}
 			}
 		}
-		if took > budget+5*time.Millisecond {
-			t.Errorf("%s: failed after %v, past its budget %v + 5ms", name, took, budget)
+		if took > allowed {
+			t.Errorf("%s: failed after %v, twice past its budget %v + %d × this machine's worst timer lateness now + %v (%v)", name, took, budget, lateFactor, lateMargin, allowed)
 		}
-		t.Logf("%s (budget %v): failed after %v", name, budget, took.Round(10*time.Microsecond))
+		t.Logf("%s (budget %v): failed after %v (allowed %v)", name, budget, took.Round(10*time.Microsecond), allowed.Round(10*time.Microsecond))
 		if s := f.Stats(); s.Failures != before.Failures+1 || s.Discarded < before.Discarded+1 {
 			t.Errorf("%s: the instance was not discarded: %+v", name, s)
 		}
-		if _, err := f.Invoke(context.Background(), ep, withMode("ok")); err != nil {
+		if _, err := healthy(f, ep); err != nil {
 			t.Errorf("%s: the next call failed: %v", name, err)
 		}
 	}

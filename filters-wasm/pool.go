@@ -30,7 +30,9 @@ type version struct {
 
 	mu       sync.Mutex
 	idle     []*instance // LIFO
-	live     int         // idle + busy
+	live     int         // idle + busy + being created
+	creating int         // of live, instances being created
+	filling  bool        // a spare is being created in the background
 	retired  bool
 	released sync.Once
 }
@@ -39,8 +41,17 @@ type version struct {
 // load of the current version and its get: the caller retries on the new one.
 var errRetired = errors.New("module version retired")
 
-// get takes an idle instance or makes one.
-func (v *version) get() (*instance, error) {
+// errStarting is get's answer when the call's context was done before the
+// instance it waited for had started; that instance joins the pool.
+var errStarting = errors.New("a new instance was still starting")
+
+// get takes an idle instance or makes one. A new instance's start-up is
+// bounded by the filter's start-up limit, not by the call's budget (see
+// instantiate), and the call waits for it only while its context allows:
+// when ctx is done first, get returns errStarting at once and the instance,
+// once started, is kept for a later call. Whenever get leaves no instance
+// idle, a spare is made in the background.
+func (v *version) get(ctx context.Context) (*instance, error) {
 	v.mu.Lock()
 	if v.retired {
 		v.mu.Unlock()
@@ -50,14 +61,88 @@ func (v *version) get() (*instance, error) {
 		in := v.idle[n-1]
 		v.idle[n-1] = nil
 		v.idle = v.idle[:n-1]
+		v.spareLocked()
 		v.mu.Unlock()
 		return in, nil
 	}
 	v.live++
+	v.creating++
+	v.spareLocked()
+	if ctx.Done() == nil {
+		// Nothing can end the wait: start the instance on this goroutine.
+		v.mu.Unlock()
+		return v.create()
+	}
+	v.f.bg.Add(1) // under mu with v not retired: before Close's Wait
 	v.mu.Unlock()
-	in, err := v.instantiate()
-	if err != nil {
+	type made struct {
+		in  *instance
+		err error
+	}
+	ch := make(chan made, 1)
+	var claimed atomic.Bool // by the first of the creator and the caller giving up
+	go func() {
+		defer v.f.bg.Done()
+		in, err := v.create()
+		if claimed.CompareAndSwap(false, true) {
+			ch <- made{in, err}
+			return
+		}
+		if err != nil {
+			v.createFailed(err)
+			return
+		}
+		v.put(in) // the caller has gone: the instance serves a later call
+	}()
+	var m made
+	select {
+	case m = <-ch:
+	case <-ctx.Done():
+		if claimed.CompareAndSwap(false, true) {
+			return nil, errStarting
+		}
+		m = <-ch // made just as ctx was done
+	}
+	if m.err == nil && ctx.Err() != nil {
+		v.put(m.in) // unused: it serves a later call
+		return nil, errStarting
+	}
+	return m.in, m.err
+}
+
+// spareLocked starts making a spare instance in the background when none is
+// idle and none is being made already, so that the next call, and the one
+// after a failure cost an instance, rarely waits for a start-up. v.mu is
+// held.
+func (v *version) spareLocked() {
+	if v.retired || v.filling || len(v.idle) > 0 || v.f.closed.Load() {
+		return
+	}
+	v.filling = true
+	v.live++
+	v.creating++
+	v.f.bg.Add(1)
+	go func() {
+		defer v.f.bg.Done()
+		in, err := v.create()
 		v.mu.Lock()
+		v.filling = false
+		v.mu.Unlock()
+		if err != nil {
+			v.createFailed(err)
+			return
+		}
+		v.put(in)
+	}()
+}
+
+// create makes an instance already counted in live and creating, and
+// uncounts it if that fails.
+func (v *version) create() (*instance, error) {
+	in, err := v.instantiate()
+	v.mu.Lock()
+	v.creating--
+	if err != nil {
 		v.live--
 		last := v.retired && v.live == 0
 		v.mu.Unlock()
@@ -66,8 +151,17 @@ func (v *version) get() (*instance, error) {
 		}
 		return nil, err
 	}
+	v.mu.Unlock()
 	v.f.stats.created.Add(1)
 	return in, nil
+}
+
+// createFailed logs the failure of an instance made in the background: no
+// call is there to report it (the next call to need one will).
+func (v *version) createFailed(err error) {
+	if !v.f.closed.Load() {
+		v.f.log.Warn("weft: wasm filter could not start an instance", "module_version", v.seq, "error", err.Error())
+	}
 }
 
 // put returns a healthy instance after its call.
@@ -83,13 +177,15 @@ func (v *version) put(in *instance) {
 }
 
 // discard closes an instance: after a failure (its state is suspect), on
-// surplus, or because its version is retired.
+// surplus, or because its version is retired. An instance lost to a failure
+// is replaced in the background when none is left idle.
 func (v *version) discard(in *instance) {
 	in.close()
 	v.f.stats.discarded.Add(1)
 	v.mu.Lock()
 	v.live--
 	last := v.retired && v.live == 0
+	v.spareLocked()
 	v.mu.Unlock()
 	if last {
 		v.release()
@@ -164,13 +260,17 @@ const (
 
 var errGuestTimeout = errors.New("guest ran past the filter's timeout")
 
-// instantiate makes a new instance: instantiation, _initialize and the
-// version check run under the filter's timeout, as any guest code does.
+// instantiate makes a new instance. Instantiation itself runs no guest code
+// (there are no start functions) and is not bounded; _initialize and the
+// version check then run under the filter's start-up limit, from the moment
+// they start. Neither is charged to a call: the call's own budget starts with
+// its first callback.
 func (v *version) instantiate() (*instance, error) {
 	f := v.f
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	defer cancel()
-	mod, err := f.rt.InstantiateModule(ctx, v.cm, f.modCfg)
+	if f.closed.Load() {
+		return nil, errors.New("instantiate: the filter is closed")
+	}
+	mod, err := f.rt.InstantiateModule(context.Background(), v.cm, f.modCfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", guestErr(err))
 	}
@@ -179,7 +279,7 @@ func (v *version) instantiate() (*instance, error) {
 		onRequest:  mod.ExportedFunction(exportOnRequest),
 		onResponse: mod.ExportedFunction(exportOnResponse)}
 	if in.mem == nil || in.alloc == nil || in.onRequest == nil {
-		mod.Close(ctx)
+		mod.Close(context.Background())
 		return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")
 	}
 	f.byMod.Store(mod, in)
@@ -188,16 +288,18 @@ func (v *version) instantiate() (*instance, error) {
 		mod.Close(context.Background())
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.initTimeout)
+	defer cancel()
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
 		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
-			return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err))))
+			return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
 		}
 	}
 	if in.abiErr != nil {
 		return fail(fmt.Errorf("_initialize broke the ABI: %w", in.abiErr))
 	}
 	if err := mod.ExportedFunction(exportVersion).CallWithStack(ctx, in.stack[:]); err != nil {
-		return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err))))
+		return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
 	}
 	if got := int32(in.stack[0]); got != ABIVersion {
 		return fail(fmt.Errorf("weft_abi_version returned %d; this host implements ABI version %d", got, ABIVersion))
@@ -208,9 +310,9 @@ func (v *version) instantiate() (*instance, error) {
 	return in, nil
 }
 
-func explainCtx(ctx context.Context, err error) error {
+func explainCtx(ctx context.Context, err error, limit time.Duration) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("still running after the filter's timeout: %w", err)
+		return fmt.Errorf("still running after the start-up limit of %v: %w", limit, err)
 	}
 	return err
 }

@@ -291,9 +291,13 @@ func (w *walker) walk(rv reflect.Value, depth int) any {
 		}
 		return rv.Interface()
 	}
-	// Channels, functions, unsafe pointers: nothing to walk.
+	// Channels, functions, unsafe pointers: nothing to walk. The generic
+	// form keeps them, so that whoever encodes it reports them.
 	if w.json {
 		return "(" + rv.Type().String() + ")"
+	}
+	if rv.CanInterface() {
+		return rv.Interface()
 	}
 	return nil
 }
