@@ -32,6 +32,7 @@ func (echoSvc) Echo(_ context.Context, s string) (string, error) { return s, nil
 // The child process: a dubbo provider that prints "ready" and serves until
 // killed. The parent freezes it with SIGSTOP.
 func TestMain(m *testing.M) {
+	gracefulChildMain()
 	if spec := os.Getenv(registryChildEnv); spec != "" {
 		registryChild(spec)
 	}

@@ -210,7 +210,7 @@ type ExchangeClient struct {
 	nextID   atomic.Uint64
 	late     atomic.Int64
 	closed   atomic.Bool
-	draining atomic.Bool // CloseGracefully: no new calls
+	draining atomic.Bool // CloseGracefully: unavailable, closing once idle
 	done     chan struct{}
 	wake     chan struct{}
 	bg       sync.WaitGroup
@@ -336,7 +336,7 @@ func (c *ExchangeClient) Connects() int64 { return c.connects.Load() }
 
 func (c *ExchangeClient) channel() (*Conn, error) {
 	conn := c.conn.Load()
-	if c.closed.Load() || c.draining.Load() {
+	if c.closed.Load() {
 		return nil, kernel.Errorf(kernel.CodeNetwork, "client of %s is closed", c.url.Address())
 	}
 	if conn == nil || conn.IsClosed() {
@@ -414,11 +414,13 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 			c.url.Address(), elapsed, id, conn.LocalAddr(), conn.RemoteAddr())}
 }
 
-// CloseGracefully stops taking new calls at once, waits for the calls in
-// flight to end (each is bounded by its own deadline) up to max, then
-// closes. It is what a consumer does with the connection of a provider that
-// left the registry while it drains: the calls already sent still get their
-// answers, as in Dubbo's HeaderExchangeClient.close(timeout).
+// CloseGracefully reports the client unavailable at once (so that nothing
+// chooses it any more), waits for the calls in flight to end (each is
+// bounded by its own deadline) up to max, then closes. It is what a consumer
+// does with the connection of a provider that left the registry while it
+// drains: the calls already sent still get their answers, as in Dubbo's
+// HeaderExchangeClient.close(timeout), and a call that chose the client
+// just before is still sent rather than failed unsent.
 func (c *ExchangeClient) CloseGracefully(max time.Duration) {
 	if c.draining.Swap(true) || c.closed.Load() {
 		return

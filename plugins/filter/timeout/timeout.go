@@ -1,8 +1,10 @@
 // Package timeout is Dubbo's provider TimeoutFilter. It bounds the
 // implementation by the service's `timeout` (method-level first) through the
-// context's deadline, and when a call still ends after its deadline it logs
-// the slow call and answers with a server-side timeout error rather than a
-// result the consumer has stopped waiting for.
+// context's deadline — which may be earlier already: the dubbo protocol
+// bounds each call by the time its consumer still waits — and when a call
+// still ends after its deadline it logs the slow call and answers with a
+// server-side timeout error rather than a result the consumer has stopped
+// waiting for.
 package timeout
 
 import (
@@ -42,11 +44,11 @@ func (f *filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	res, err := next.Invoke(ctx, inv)
 	if end := time.Now(); end.After(deadline) {
 		took := end.Sub(start)
-		f.log.Warn("weft: provider call ran past its timeout",
+		f.log.Warn("weft: provider call ran past its deadline (its own timeout or the time its consumer waits)",
 			"service", u.ServiceKey(), "method", inv.Method, "took", took, "remote", inv.RemoteAddr)
 		if err == nil || kernel.IsBiz(err) {
 			return kernel.Result{}, &kernel.Error{Code: kernel.CodeTimeout, ServerSide: true,
-				Msg: "provider " + u.ServiceKey() + "." + inv.Method + " took " + took.String() + ", past its timeout; raise `timeout` or speed the method up"}
+				Msg: "provider " + u.ServiceKey() + "." + inv.Method + " took " + took.String() + ", past its deadline (its `timeout` or its consumer's); raise `timeout` or speed the method up"}
 		}
 	}
 	return res, err

@@ -38,7 +38,7 @@ func TestSlowCallBecomesServerSideTimeout(t *testing.T) {
 	if !inv.sawDL {
 		t.Fatal("implementation saw no deadline")
 	}
-	if !strings.Contains(logs.String(), "ran past its timeout") {
+	if !strings.Contains(logs.String(), "ran past its deadline") {
 		t.Fatalf("no warning logged: %q", logs.String())
 	}
 	// A fast method of the same service is untouched.

@@ -223,6 +223,12 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	}
 	key := kernel.ServiceKey(iface, group, version)
 	e := h.s.lookup(key)
+	if e == nil && len(*h.s.exporters.Load()) == 0 {
+		// The last service was unexported: the server is closing (a
+		// graceful stop), which says more than "not found" and is retried.
+		return &netty.Response{Status: netty.StatusServerError,
+			ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", h.s.es.Addr())}
+	}
 	if e == nil {
 		return &netty.Response{Status: netty.StatusServiceNotFound,
 			ErrMsg: fmt.Sprintf("service %q not found on %s (exported here: %s); check interface, group and version",
@@ -473,10 +479,12 @@ func (iv *invoker) client() *netty.ExchangeClient {
 	return iv.clients[int(iv.next.Add(1))%len(iv.clients)]
 }
 
+// Invoke sends the call. A destroyed invoker still sends while its
+// connection drains (as Dubbo's AbstractInvoker only warns): a call that
+// chose it just before its provider left the registry goes through rather
+// than failing unsent; once the connection is closed the client refuses it
+// with a network error, which another provider can answer.
 func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
-	if iv.destroyed.Load() {
-		return kernel.Result{}, kernel.Errorf(kernel.CodeNetwork, "invoker of %s at %s is destroyed", iv.url.ServiceKey(), iv.url.Address())
-	}
 	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
 	req := &RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
 		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: inv.Attachments(), Fixed: iv.fixedFor(inv.Method, timeout)}
