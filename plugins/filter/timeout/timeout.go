@@ -32,9 +32,13 @@ type filter struct{ log *slog.Logger }
 func (f *filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
 	u := next.URL()
 	if t := u.MethodTimeout(inv.Method, 0); t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
+		// A protocol may have set this bound already (dubbo does, with the
+		// consumer's): only a shorter one is added.
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > t {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, t)
+			defer cancel()
+		}
 	}
 	deadline, bounded := ctx.Deadline()
 	if !bounded {

@@ -239,8 +239,15 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	// The consumer's deadline travels: no provider works for a consumer
 	// that gave up. Filters, the implementation and WASM guests see it; the
 	// provider's own `timeout` (the timeout filter) may cut it shorter.
+	// Both bounds are set here, in one context whose timer starts only if
+	// something waits on it (kernel.WithDeadline), so that the timeout
+	// filter has nothing left to add on the common path.
 	ctx := context.Background()
-	if budget := consumerBudget(r.Attachments); budget > 0 {
+	budget := consumerBudget(r.Attachments)
+	if own := e.invoker.URL().MethodTimeout(r.Method, 0); own > 0 && (budget <= 0 || own < budget) {
+		budget = own
+	}
+	if budget > 0 {
 		var release func()
 		ctx, release = kernel.WithDeadline(ctx, time.Now().Add(budget))
 		defer release()
