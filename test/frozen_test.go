@@ -110,18 +110,22 @@ type clientsOf interface {
 	Clients() []*netty.ExchangeClient
 }
 
-// A provider frozen with SIGSTOP keeps its connections open but never
-// answers: every try must fail at its own deadline (a failover call after
-// its three tries, or at the caller's deadline), and
-// leave nothing in the pending tables.
-func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
-	addr1, child1 := startChild(t)
-	addr2, child2 := startChild(t)
+// frozenTimeout is the consumer's timeout in the frozen-provider tests.
+const frozenTimeout = 200 * time.Millisecond
+
+// frozenPair starts two child providers, refers both over dubbo (warmed up)
+// and joins them in a failover cluster with retries 2 and frozenTimeout;
+// it returns the children, the invokers and the cluster.
+func frozenPair(t *testing.T) ([2]*exec.Cmd, []kernel.Invoker, kernel.Invoker) {
+	t.Helper()
+	var children [2]*exec.Cmd
 	p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer p.Destroy()
+	t.Cleanup(p.Destroy)
 	var invokers []kernel.Invoker
-	for _, a := range []string{addr1, addr2} {
-		iv, err := p.Refer(context.Background(), kernel.MustParseURL("dubbo://"+a+"/org.weft.Echo?interface=org.weft.Echo"))
+	for i := range children {
+		var addr string
+		addr, children[i] = startChild(t)
+		iv, err := p.Refer(context.Background(), kernel.MustParseURL("dubbo://"+addr+"/org.weft.Echo?interface=org.weft.Echo"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,19 +133,32 @@ func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
 	}
 	lbs := kernel.NewLoader[extension.LoadBalance]("loadbalance", cluster.Random)
 	lbs.Register(cluster.Random, func() (extension.LoadBalance, error) { return cluster.NewRandom(), nil }, nil)
-	const timeout = 200 * time.Millisecond
-	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", timeout.Milliseconds()))
+	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", frozenTimeout.Milliseconds()))
 	failover, _ := cluster.NewFailover(lbs, slog.New(slog.NewTextHandler(io.Discard, nil))).Join(cluster.NewStaticDirectory(consumer, invokers))
-
 	for _, iv := range invokers {
 		if res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "warm")); err != nil || res.Value != "warm" {
 			t.Fatalf("before freezing: %v %v", res.Value, err)
 		}
 	}
-	child1.Process.Signal(syscall.SIGSTOP)
-	child2.Process.Signal(syscall.SIGSTOP)
-	waitStopped(t, child1.Process.Pid)
-	waitStopped(t, child2.Process.Pid)
+	return children, invokers, failover
+}
+
+// freeze stops a child provider with SIGSTOP and waits until it is stopped.
+func freeze(t *testing.T, child *exec.Cmd) {
+	t.Helper()
+	child.Process.Signal(syscall.SIGSTOP)
+	waitStopped(t, child.Process.Pid)
+}
+
+// A provider frozen with SIGSTOP keeps its connections open but never
+// answers: every try must fail at its own deadline (a failover call after
+// its three tries, or at the caller's deadline), and leave nothing in the
+// pending tables.
+func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
+	children, invokers, failover := frozenPair(t)
+	const timeout = frozenTimeout
+	freeze(t, children[0])
+	freeze(t, children[1])
 
 	type outcome struct {
 		took, want time.Duration
@@ -199,30 +216,9 @@ func TestFrozenProviderCallsFailAtTimeout(t *testing.T) {
 // covered all tries, the frozen try ate it, and about half the calls
 // failed (20 of 40 sequential ones).
 func TestFailoverGetsPastAFrozenProvider(t *testing.T) {
-	addr1, child1 := startChild(t)
-	addr2, _ := startChild(t)
-	p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer p.Destroy()
-	var invokers []kernel.Invoker
-	for _, a := range []string{addr1, addr2} {
-		iv, err := p.Refer(context.Background(), kernel.MustParseURL("dubbo://"+a+"/org.weft.Echo?interface=org.weft.Echo"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		invokers = append(invokers, iv)
-	}
-	lbs := kernel.NewLoader[extension.LoadBalance]("loadbalance", cluster.Random)
-	lbs.Register(cluster.Random, func() (extension.LoadBalance, error) { return cluster.NewRandom(), nil }, nil)
-	const timeout = 200 * time.Millisecond
-	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", timeout.Milliseconds()))
-	failover, _ := cluster.NewFailover(lbs, slog.New(slog.NewTextHandler(io.Discard, nil))).Join(cluster.NewStaticDirectory(consumer, invokers))
-	for _, iv := range invokers {
-		if res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "warm")); err != nil || res.Value != "warm" {
-			t.Fatalf("before freezing: %v %v", res.Value, err)
-		}
-	}
-	child1.Process.Signal(syscall.SIGSTOP)
-	waitStopped(t, child1.Process.Pid)
+	children, _, failover := frozenPair(t)
+	const timeout = frozenTimeout
+	freeze(t, children[0])
 	slow := 0
 	for i := range 40 {
 		start := time.Now()

@@ -14,9 +14,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/weftrpc/weft"
@@ -73,8 +74,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		}
 		c := app.Config()
 		app.Logger().Info("weft run: starting", "config", cfg.String(),
-			"services", strings.Join(sortedKeys(c.Provider.Services), ","),
-			"references", strings.Join(sortedKeys(c.Consumer.References), ","))
+			"services", strings.Join(slices.Sorted(maps.Keys(c.Provider.Services)), ","),
+			"references", strings.Join(slices.Sorted(maps.Keys(c.Consumer.References)), ","))
 		if err := app.Run(context.Background()); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -94,15 +95,6 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // builtinServices registers the implementations this binary carries, by the
