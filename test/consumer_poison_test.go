@@ -129,22 +129,14 @@ func TestConsumerDropsAConnectionPoisonedByAHugeResponse(t *testing.T) {
 	noLeaks(t)
 	f := startFakeProvider(t)
 	var c strClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("str", &c),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	startApp(t, fmt.Sprintf(`
 consumer:
   references:
     str: {interface: %s, url: "dubbo://%s?reconnect=100", timeout: 1000, retries: 0}
-`, strInterface, f.ln.Addr()))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
+`, strInterface, f.ln.Addr()), weft.WithReference("str", &c))
 
 	start := time.Now()
-	_, err = c.Echo(context.Background(), "first")
+	_, err := c.Echo(context.Background(), "first")
 	took := time.Since(start)
 	t.Logf("first call, answered with a 2 GiB header: %v after %v", err, took.Round(time.Millisecond))
 	if err == nil {
@@ -194,20 +186,12 @@ func TestFrameErrorHasOnePrefix(t *testing.T) {
 	noLeaks(t)
 	f := startFakeProvider(t)
 	var c strClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("str", &c),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	startApp(t, fmt.Sprintf(`
 consumer:
   references:
     str: {interface: %s, url: "dubbo://%s", timeout: 1000, retries: 0}
-`, strInterface, f.ln.Addr()))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
-	_, err = c.Echo(context.Background(), "first")
+`, strInterface, f.ln.Addr()), weft.WithReference("str", &c))
+	_, err := c.Echo(context.Background(), "first")
 	if err == nil {
 		t.Fatal("the call answered with a 2 GiB header succeeded")
 	}
