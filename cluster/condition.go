@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // ConditionRule is one of Dubbo's condition routing rules,
@@ -177,7 +178,7 @@ func (c condition) match(u *kernel.URL, inv *kernel.Invocation) bool {
 	case "arguments":
 		i, _ := strconv.Atoi(c.index)
 		if inv != nil && i >= 0 && i < len(inv.Args) {
-			v = fmt.Sprint(inv.Args[i])
+			v = view.Text(inv.Args[i])
 		}
 	case "attachments":
 		if inv != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Parameters of the consistent hash balancer, method-level first, as Dubbo
@@ -193,8 +194,18 @@ func (r *hashRing) pick(args []any) kernel.Invoker {
 // appendJavaString appends v as Java's String.valueOf formats the argument
 // Dubbo would have decoded, so that keys hash alike on both stacks: null,
 // decimal integers, Java's double/float notation, true/false, and lists as
-// "[a, b]". Other values use their String method or fmt's %v.
-func appendJavaString(b []byte, v any) []byte {
+// "[a, b]". Other values use their String method or their bounded text
+// (view.Text). Lists are followed at most maxKeyDepth deep and the key is
+// cut at maxKeyLen bytes: an argument may contain itself.
+func appendJavaString(b []byte, v any) []byte { return appendJava(b, v, 0) }
+
+// Bounds of a hash key, see appendJavaString.
+const (
+	maxKeyDepth = 16
+	maxKeyLen   = 4 << 10
+)
+
+func appendJava(b []byte, v any, depth int) []byte {
 	switch x := v.(type) {
 	case nil:
 		return append(b, "null"...)
@@ -227,18 +238,24 @@ func appendJavaString(b []byte, v any) []byte {
 	case float32:
 		return appendJavaFloat(b, float64(x), 32)
 	case []any:
+		if depth >= maxKeyDepth {
+			return append(b, "[...]"...)
+		}
 		b = append(b, '[')
 		for i, e := range x {
+			if len(b) > maxKeyLen {
+				return append(b, "...]"...)
+			}
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = appendJavaString(b, e)
+			b = appendJava(b, e, depth+1)
 		}
 		return append(b, ']')
 	case fmt.Stringer:
 		return append(b, x.String()...)
 	}
-	return fmt.Append(b, v)
+	return append(b, view.Text(v)...)
 }
 
 // appendJavaFloat formats f as Java's Double.toString (bits 64) or

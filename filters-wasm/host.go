@@ -239,7 +239,7 @@ func (in *instance) attachment(k string) (string, bool) {
 	case nil:
 		return "", true
 	default:
-		return fmt.Sprint(x), true
+		return view.Text(x), true
 	}
 }
 

@@ -2,7 +2,8 @@ package kernel
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Invocation is one call on its way through the filter chains: the method, its
@@ -36,7 +37,9 @@ func (inv *Invocation) Attachment(k string) (any, bool) {
 }
 
 // AttachmentString returns an attachment as a string: strings as they are,
-// other values formatted with %v, "" when absent.
+// numbers and booleans as fmt formats them, other values (which came off
+// the wire and may contain themselves) as their bounded text (view.Text),
+// "" when absent.
 func (inv *Invocation) AttachmentString(k string) string {
 	switch v := inv.attachments[k].(type) {
 	case nil:
@@ -44,7 +47,7 @@ func (inv *Invocation) AttachmentString(k string) string {
 	case string:
 		return v
 	default:
-		return fmt.Sprint(v)
+		return view.Text(v)
 	}
 }
 

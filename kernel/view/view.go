@@ -27,6 +27,7 @@ package view
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -454,7 +455,13 @@ func (w *walker) key(k reflect.Value) string {
 		if k.Kind() == reflect.Pointer && k.IsNil() {
 			return "(nil)"
 		}
-		s = fmt.Sprintf("%v", k.Interface())
+		// A struct, array or pointer key: its bounded text, never %v,
+		// which would follow what it points to.
+		if k.CanInterface() {
+			s = Text(k.Interface())
+		} else {
+			s = "(" + k.Type().String() + ")"
+		}
 	}
 	if w.json && w.lim.MaxString > 0 {
 		return Cut(s, w.lim.MaxString)
@@ -500,6 +507,32 @@ func safeClassName(j interface{ JavaClassName() string }) (s string) {
 		}
 	}()
 	return j.JavaClassName()
+}
+
+// textLimits bound Text: a line of a log or an error.
+var textLimits = Limits{MaxDepth: 16, MaxNodes: 256, MaxString: 256, MaxBytes: 4 << 10}
+
+// Text formats v for a message, a log line or a comparison: strings as they
+// are, numbers and booleans as fmt formats them, anything else as its
+// bounded JSON view (cycles, depth and size cut, at most some 4 KiB). It is
+// what to use instead of fmt's %v, which follows a value that contains
+// itself until the stack overflows.
+func Text(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "<nil>"
+	case string:
+		return x
+	case bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return fmt.Sprint(x)
+	case error:
+		return Cut(x.Error(), textLimits.MaxBytes)
+	}
+	b, err := json.Marshal(JSONWith(v, textLimits))
+	if err != nil {
+		return "(" + reflect.TypeOf(v).String() + ")"
+	}
+	return string(b)
 }
 
 // WireName is the name a Go identifier goes by on the wire: the first rune

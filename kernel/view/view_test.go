@@ -181,3 +181,36 @@ func TestBudget(t *testing.T) {
 		t.Fatal("depth 4 allowed")
 	}
 }
+
+func TestText(t *testing.T) {
+	l := make([]any, 1)
+	l[0] = l
+	type node struct {
+		Name string
+		Kids []any
+	}
+	key := &node{Name: "k", Kids: l}
+	for v, want := range map[any]string{
+		"s": "s", int32(7): "7", 2.5: "2.5", true: "true",
+	} {
+		if got := Text(v); got != want {
+			t.Errorf("Text(%#v) = %q", v, got)
+		}
+	}
+	if got := Text(l); got != `["(cycle)"]` {
+		t.Errorf("Text(cyclic) = %q", got)
+	}
+	if got := Text(key); got != `{"kids":["(cycle)"],"name":"k"}` {
+		t.Errorf("Text(pointer to a struct holding a cycle) = %q", got)
+	}
+	// A map keyed by such a pointer: the key is formatted boundedly too.
+	if got := mustJSON(t, map[any]any{key: 1}); !strings.Contains(got, "(cycle)") {
+		t.Errorf("key = %s", got)
+	}
+	if got := Text(strings.Repeat("x", 10000)); len(got) != 10000 {
+		t.Errorf("a plain string is kept: %d bytes", len(got))
+	}
+	if got := Text([]any{strings.Repeat("x", 10000)}); len(got) > 400 {
+		t.Errorf("a string inside a value is cut: %d bytes", len(got))
+	}
+}

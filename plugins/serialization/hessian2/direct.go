@@ -2,6 +2,7 @@ package hessian2
 
 import (
 	"fmt"
+	"github.com/weftrpc/weft/kernel/view"
 	"sync"
 )
 
@@ -103,7 +104,7 @@ func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 		for k, val := range m {
 			s, ok := k.(string)
 			if !ok {
-				s = fmt.Sprint(k)
+				s = view.Text(k)
 			}
 			out[s] = val
 		}

@@ -2,13 +2,13 @@ package hessian2
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 
 	hessian "github.com/apache/dubbo-go-hessian2"
 	"github.com/apache/dubbo-go-hessian2/java_exception"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // ExceptionValue returns what a provider writes in a RESPONSE_WITH_EXCEPTION
@@ -102,7 +102,9 @@ func ExceptionError(v any) error {
 	case error:
 		e.Msg, e.Cause = x.Error(), x
 	default:
-		e.Msg = fmt.Sprint(x)
+		// A value that crossed the wire: bounded, never %v (which follows
+		// a value that contains itself until the stack overflows).
+		e.Msg = view.Text(x)
 	}
 	return e
 }

@@ -3,6 +3,7 @@ package hessian2
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	hessian "github.com/apache/dubbo-go-hessian2"
@@ -172,5 +173,19 @@ func TestExceptionError(t *testing.T) {
 	}
 	for _, c := range cases {
 		assertBiz(t, ExceptionError(c.v), c.class, c.msg)
+	}
+}
+
+// An exception body that is no exception but a value containing itself
+// (found by FuzzDecodeAndWalk: the message was made with fmt's %v, which
+// overflowed the consumer's stack) becomes a bounded message.
+func TestExceptionOfACyclicValue(t *testing.T) {
+	v, err := NewDecoder([]byte{0x79, 0x51, 0x90}).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ExceptionError(v)
+	if msg := e.Error(); !strings.Contains(msg, "(cycle)") || len(msg) > 1000 {
+		t.Fatalf("message %q", msg)
 	}
 }
