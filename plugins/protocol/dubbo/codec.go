@@ -394,6 +394,11 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 		strs[i] = s
 	}
 	*r = RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4]}
+	if r.Method == "" {
+		// Found by FuzzDecodeRequestBody: nothing can serve it, so its
+		// arguments are not worth decoding.
+		return errors.New("the request names no method")
+	}
 	n, err := hessian2.CountArgs(r.ParamTypes)
 	if err != nil {
 		return err
