@@ -321,6 +321,10 @@ func (c converter) value(rv reflect.Value, t reflect.Type, depth int) (reflect.V
 		// Same fields under another type (a POJO decoded into a registered
 		// Go type that differs from the method's).
 		m := reflect.ValueOf(view.GenericWith(rv.Interface(), convertLimits))
+		if m.Kind() != reflect.Map {
+			// A value kept as it is (a date): no fields to take.
+			return reflect.Value{}, fmt.Errorf("want %s, got %s", t, rt)
+		}
 		return c.structFromMap(m, t, depth)
 	}
 	return reflect.Value{}, fmt.Errorf("want %s, got %s", t, rt)

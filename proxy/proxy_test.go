@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/proxy"
@@ -519,5 +520,29 @@ func TestFillErrors(t *testing.T) {
 	}
 	if err := proxy.Fill(&badStub{}, inv); err == nil || !strings.Contains(err.Error(), "badStub.Bad") {
 		t.Errorf("Fill(badStub) = %v, want it to name badStub.Bad", err)
+	}
+}
+
+type withStruct struct{}
+
+type point struct{ X, Y int32 }
+
+func (withStruct) Move(_ context.Context, p point) (int32, error) { return p.X + p.Y, nil }
+
+// A date where a struct is expected is a conversion error: the date stays a
+// value in the generic form, which conversion used to read as a map and
+// panic on, taking the provider down (found by FuzzDecodeAndWalk).
+func TestConvertDateToStructFails(t *testing.T) {
+	s, err := proxy.NewServiceInvoker(kernel.MustParseURL("dubbo://h/S"), withStruct{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Invoke(context.Background(), kernel.NewInvocation("move", time.Unix(0, 0)))
+	if kernel.CodeOf(err) != kernel.CodeSerialization || !strings.Contains(err.Error(), "time.Time") {
+		t.Fatalf("err %v", err)
+	}
+	res, err := s.Invoke(context.Background(), kernel.NewInvocation("move", map[any]any{"x": int32(1), "y": int32(2)}))
+	if err != nil || res.Value != int32(3) {
+		t.Fatalf("%v %v", res.Value, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Response statuses, Dubbo's numbers.
@@ -659,11 +661,26 @@ func (s *ExchangeServer) serve(t task) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	conn, req := t.conn, t.req
-	resp := s.handler.Reply(conn, req)
+	resp := s.reply(conn, req)
 	if req.TwoWay && resp != nil {
 		resp.ID = req.ID
 		reply(conn, resp)
 	}
+}
+
+// reply runs the handler; a panic in it (a filter's or the framework's: the
+// service's own are business errors already) fails this call, logged with
+// its stack, and never the process, which serves every other caller.
+func (s *ExchangeServer) reply(conn *Conn, req *Request) (resp *Response) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("weft: panic while serving a request", "remote", conn.RemoteAddrString(), "id", req.ID,
+				"panic", view.Text(p), "stack", string(debug.Stack()))
+			resp = &Response{Status: StatusServiceError,
+				ErrMsg: cutText("weft: unknown: server " + s.Addr() + " failed serving the call: " + view.Text(p))}
+		}
+	}()
+	return s.handler.Reply(conn, req)
 }
 
 // Close stops accepting, waits up to wait for calls in flight, then closes

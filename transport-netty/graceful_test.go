@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,5 +70,33 @@ func TestCloseGracefullyLetsCallsInFlightFinish(t *testing.T) {
 	}
 	if _, err := c.Request(context.Background(), "x", time.Second); kernel.CodeOf(err) != kernel.CodeNetwork {
 		t.Fatalf("a call after the close: %v, want a network error", err)
+	}
+}
+
+// panicHandler panics on every request.
+type panicHandler struct{}
+
+func (panicHandler) Reply(*Conn, *Request) *Response { panic("handler bug") }
+
+// A panic while serving a request fails that call with an answer and leaves
+// the server (and the process) serving.
+func TestPanicInHandlerFailsOnlyThatCall(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tr := NewTransporter(log)
+	srv, err := Bind(tr, kernel.MustParseURL("dubbo://127.0.0.1:0"), testCodec{}, panicHandler{}, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(time.Second)
+	c := NewExchangeClient(tr, kernel.MustParseURL("dubbo://"+srv.Addr()), testCodec{}, ClientOptions{})
+	defer c.Close()
+	for range 3 {
+		resp, err := c.Request(context.Background(), "x", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != StatusServiceError || !strings.Contains(resp.ErrMsg, "handler bug") {
+			t.Fatalf("status %d %q", resp.Status, resp.ErrMsg)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package dubbo
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
 	"github.com/weftrpc/weft/plugins/filter/accesslog"
+	"github.com/weftrpc/weft/proxy"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -87,6 +89,18 @@ func FuzzDecodeRequestBody(f *testing.F) {
 	})
 }
 
+// walkTarget is a service whose argument type refers to itself.
+type walkTarget struct{}
+
+type walkNode struct {
+	Name  string
+	Kids  []*walkNode
+	Attrs map[string]any
+	Next  *walkNode
+}
+
+func (walkTarget) Take(_ context.Context, n walkNode) error { return nil }
+
 // FuzzDecodeAndWalk decodes frames and then walks what they carried the way
 // weft does: the access log line, the JSON view WASM guests read, the
 // generic form and its encoding back to hessian. Decoding alone is not
@@ -110,6 +124,12 @@ func FuzzDecodeAndWalk(f *testing.F) {
 		f.Add(hdr(0x02, append([]byte{0x91}, arg...)))
 	}
 	u := kernel.MustParseURL("dubbo://127.0.0.1:20880/org.example.S?accesslog=true")
+	// The conversion of arguments to Go types walks them too, into a type
+	// that refers to itself.
+	conv, err := proxy.NewServiceInvoker(u, walkTarget{})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for len(data) > 0 {
 			msg, n, err := c.Decode(data)
@@ -129,6 +149,14 @@ func FuzzDecodeAndWalk(f *testing.F) {
 				if line := accesslog.Line(time.Now(), u, inv); len(line) > 1<<20 {
 					t.Fatalf("access log line of %d bytes", len(line))
 				}
+				for k := range r.Attachments {
+					if s := inv.AttachmentString(k); len(s) > 1<<20 {
+						t.Fatalf("attachment text of %d bytes", len(s))
+					}
+				}
+				for _, a := range r.Args {
+					conv.Invoke(context.Background(), kernel.NewInvocation("take", a))
+				}
 				vals = append(vals, r.Args, r.Attachments)
 			case *netty.Response:
 				if r, ok := m.Data.(*RPCResult); ok {
@@ -138,6 +166,9 @@ func FuzzDecodeAndWalk(f *testing.F) {
 			for _, v := range vals {
 				if _, err := json.Marshal(view.JSON(v)); err != nil {
 					t.Fatalf("JSON view does not encode: %v", err)
+				}
+				if s := view.Text(v); len(s) > 1<<20 {
+					t.Fatalf("text of %d bytes", len(s))
 				}
 				g := view.Generic(v)
 				if _, err := c.ser.Marshal(nil, g); err != nil {
