@@ -89,6 +89,11 @@ type Filter struct {
 	closed  atomic.Bool
 	watchMu sync.Mutex
 	bg      sync.WaitGroup // instances being made off a call's path; Close waits for them
+	// starting bounds the guest code of instance start-ups; Close cancels it
+	// so that they stop (wazero stops guest code through its context) before
+	// the runtime closes: closing it under running guest code is a race.
+	starting     context.Context
+	stopStarting context.CancelFunc
 	stop    chan struct{}
 	done    chan struct{}
 	tried   fileStamp // the file last compiled (good or bad); under mu
@@ -109,6 +114,7 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	}
 	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
 		maxIdle: c.MaxIdle, log: c.Log, counters: c.Counters}
+	f.starting, f.stopStarting = context.WithCancel(context.Background())
 	if f.timeout <= 0 {
 		f.timeout = DefaultTimeout
 	}
@@ -148,12 +154,15 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	}
 	f.rt = newRuntime(ctx, f.maxPages)
 	if f.wasi, err = instantiateHost(ctx, f.rt, f); err != nil {
+		f.stopStarting()
 		f.rt.Close(ctx)
 		return nil, err
 	}
 	f.modCfg = sandboxConfig()
 	v, err := f.load(ctx, data)
 	if err != nil {
+		f.stopStarting()
+		f.bg.Wait()
 		f.rt.Close(ctx)
 		return nil, err
 	}
@@ -303,11 +312,12 @@ func (f *Filter) Close() error {
 	if v := f.cur.Load(); v != nil {
 		v.retire()
 	}
-	err := f.rt.Close(context.Background())
-	// Instances being started in the background: closing the runtime
-	// stopped their guest code, and their versions are retired.
+	// Instances being started in the background stop first (their guest
+	// code sees its context end); then nothing runs in the runtime but
+	// calls, which the App has drained before it closes its plugins.
+	f.stopStarting()
 	f.bg.Wait()
-	return err
+	return f.rt.Close(context.Background())
 }
 
 // Stats are a filter's counts since New.

@@ -288,7 +288,7 @@ func (v *version) instantiate() (*instance, error) {
 		mod.Close(context.Background())
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.initTimeout)
+	ctx, cancel := context.WithTimeout(f.starting, f.initTimeout)
 	defer cancel()
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
 		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
