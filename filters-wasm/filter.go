@@ -94,10 +94,10 @@ type Filter struct {
 	// the runtime closes: closing it under running guest code is a race.
 	starting     context.Context
 	stopStarting context.CancelFunc
-	stop    chan struct{}
-	done    chan struct{}
-	tried   fileStamp // the file last compiled (good or bad); under mu
-	inMem   bool      // made from Config.Module: nothing to read or watch
+	stop         chan struct{}
+	done         chan struct{}
+	tried        fileStamp // the file last compiled (good or bad); under mu
+	inMem        bool      // made from Config.Module: nothing to read or watch
 
 	stats struct {
 		created, discarded, failures, reloads, failedReloads atomic.Int64
