@@ -2,8 +2,11 @@ package test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +27,7 @@ type codesSvc struct {
 	ran     map[string]int
 	// blockDone receives when Block's context ended.
 	blockDone chan time.Time
+	delay     time.Duration // of Slow
 }
 
 func newCodesSvc(name string) *codesSvc {
@@ -68,6 +72,13 @@ func (s *codesSvc) Big(_ context.Context, n int32) (string, error) {
 	return strings.Repeat("b", int(n)), nil
 }
 
+// Slow takes the provider's delay.
+func (s *codesSvc) Slow(_ context.Context) (string, error) {
+	s.count("slow")
+	time.Sleep(s.delay)
+	return s.name, nil
+}
+
 // Block returns when its context ends, and tells when.
 func (s *codesSvc) Block(ctx context.Context) (string, error) {
 	s.count("block")
@@ -83,6 +94,7 @@ type codesClient struct {
 	Hold    func(ctx context.Context) (string, error)
 	Big     func(ctx context.Context, n int32) (string, error)
 	Block   func(ctx context.Context) (string, error)
+	Slow    func(ctx context.Context) (string, error)
 	// Missing is not a method of the provider.
 	Missing func(ctx context.Context, v string) (string, error)
 	// BigText calls big with a string, which does not convert to int32.
@@ -349,6 +361,85 @@ provider:
 	}
 	if n := guardRuns(runsB, "big"); n > 1 || b.runs("big") != 0 {
 		t.Errorf("bad arguments reached b's guard %d times and the method %d times; want at most once and never", n, b.runs("big"))
+	}
+}
+
+// The network and timeout rows: a provider that drops the connection of a
+// call it received (network, status 35), and one too slow for the try's
+// timeout, are each retried on the other provider, and every call succeeds.
+func TestCodesNetworkAndTimeoutRetried(t *testing.T) {
+	noLeaks(t)
+	// A provider that reads a request and closes the connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				buf := make([]byte, 16)
+				for {
+					if _, err := io.ReadFull(nc, buf); err != nil {
+						return
+					}
+					if buf[2]&0x20 == 0 { // a call, not a heartbeat: drop it all
+						dropped.Add(1)
+						return
+					}
+					io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(buf[12:])))
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+
+	a, b := newCodesSvc("a"), newCodesSvc("b")
+	addrA, addrB := freePort(t), freePort(t)
+	startCodesProvider(t, a, addrA, "", "")
+	startCodesProvider(t, b, addrB, "", "")
+
+	c, triesOf := codesConsumer(t, "dubbo://"+ln.Addr().String()+"?reconnect=50;dubbo://"+addrB,
+		", cluster: failover, retries: 2, loadbalance: roundrobin, timeout: 2000")
+	for i := range 6 {
+		if got, err := c.Who(context.Background(), "x"); err != nil || got != "b" {
+			t.Fatalf("call %d with a provider that drops calls: %q %v", i, got, err)
+		}
+		time.Sleep(60 * time.Millisecond) // let the dropped connection come back
+	}
+	t.Logf("tries: %v; calls dropped by the provider: %d", triesOf(), dropped.Load())
+	if dropped.Load() == 0 {
+		t.Error("no call reached the provider that drops calls: the retry was not exercised")
+	}
+	if b.runs("who") != 6 {
+		t.Errorf("who ran %d times on b, want 6", b.runs("who"))
+	}
+
+	// a takes 400 ms, more than the try's 150 ms timeout: each call that
+	// tries a first is answered by b within about one timeout more.
+	a.delay = 400 * time.Millisecond
+	slow, slowTries := codesConsumer(t, "dubbo://"+addrA+";dubbo://"+addrB,
+		", cluster: failover, retries: 2, loadbalance: roundrobin, timeout: 150")
+	for i := range 4 {
+		start := time.Now()
+		got, err := slow.Slow(context.Background())
+		if err != nil || got != "b" {
+			t.Fatalf("call %d with a slow provider: %q %v after %v", i, got, err, time.Since(start))
+		}
+	}
+	t.Logf("tries: %v", slowTries())
+	if a.runs("slow") == 0 || b.runs("slow") != 4 {
+		t.Errorf("slow ran %d times on a and %d on b; want some on a (each timed out, then retried) and 4 on b", a.runs("slow"), b.runs("slow"))
 	}
 }
 
