@@ -425,11 +425,11 @@ func TestCodesNetworkAndTimeoutRetried(t *testing.T) {
 		t.Errorf("who ran %d times on b, want 6", b.runs("who"))
 	}
 
-	// a takes 400 ms, more than the try's 150 ms timeout: each call that
+	// a takes 1.5 s, more than the try's 400 ms timeout: each call that
 	// tries a first is answered by b within about one timeout more.
-	a.delay = 400 * time.Millisecond
+	a.delay = 1500 * time.Millisecond
 	slow, slowTries := codesConsumer(t, "dubbo://"+addrA+";dubbo://"+addrB,
-		", cluster: failover, retries: 2, loadbalance: roundrobin, timeout: 150")
+		", cluster: failover, retries: 2, loadbalance: roundrobin, timeout: 400")
 	for i := range 4 {
 		start := time.Now()
 		got, err := slow.Slow(context.Background())
