@@ -93,7 +93,9 @@ func builtins() fx.Option {
 		}),
 
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: generic.Name, New: value(generic.New()), Activate: generic.Activation()}
+			// Generic calls are resolved around the whole chain (runtime's
+			// export, generic.Wrap); the name stays for lists that name it.
+			return Extension[extension.Filter]{Name: generic.Name, New: value(generic.New())}
 		}),
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: echo.Name, New: value(echo.New()), Activate: echo.Activation()}

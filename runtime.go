@@ -16,6 +16,7 @@ import (
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -605,6 +606,9 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 		rt.chains = append(rt.chains, sc)
 		chain = sc
 	}
+	// Generic calls become the real call before any filter runs, so that
+	// every filter sees the real method and arguments, whatever its order.
+	chain = generic.Wrap(chain)
 	exp, err := p.Export(ctx, chain)
 	if err != nil {
 		return fmt.Errorf("weft: export %s: %w", id, err)

@@ -4,11 +4,19 @@
 // into the real call — maps standing for POJOs are converted to the method's
 // Go types — and by returning the result in generic form (POJOs as maps with
 // a "class" entry).
+//
+// An App resolves generic calls with Wrap, around the whole provider chain,
+// so that every filter — native or WASM, whatever its order — sees the real
+// method and arguments: a guard that checks the method name cannot be
+// skipped by calling through $invoke. The filter form (New) remains for
+// chains built by hand and for filter lists that name "generic"; on a call
+// Wrap has resolved already it does nothing.
 package generic
 
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
@@ -38,6 +46,29 @@ func New() extension.Filter { return filter{} }
 type filter struct{}
 
 func (filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	return invoke(ctx, next, inv)
+}
+
+// Wrap returns an invoker that resolves generic calls before it calls
+// chain, and returns their results in generic form; other calls go through
+// as they are. URL, IsAvailable and Destroy are chain's.
+func Wrap(chain kernel.Invoker) kernel.Invoker { return resolver{chain} }
+
+type resolver struct{ kernel.Invoker }
+
+func (r resolver) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
+	return invoke(ctx, r.Invoker, inv)
+}
+
+// WhyUnavailable forwards to the chain (kernel.WhyUnavailable).
+func (r resolver) WhyUnavailable() error {
+	if w, ok := r.Invoker.(kernel.WhyUnavailable); ok {
+		return w.WhyUnavailable()
+	}
+	return nil
+}
+
+func invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
 	if (inv.Method != MethodInvoke && inv.Method != MethodInvokeAsync) || len(inv.Args) != 3 {
 		return next.Invoke(ctx, inv)
 	}
@@ -66,6 +97,10 @@ func (filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invoc
 	return res, nil
 }
 
+// asList reads $invoke's parameter types or arguments: a list in any of the
+// forms consumers send — untyped (dubbo-go, weft), Java's Object[] as a typed
+// list "[object" (decoded as []hessian.Object), String[], or any other typed
+// array.
 func asList(v any) ([]any, error) {
 	switch l := v.(type) {
 	case nil:
@@ -76,6 +111,14 @@ func asList(v any) ([]any, error) {
 		out := make([]any, len(l))
 		for i, s := range l {
 			out[i] = s
+		}
+		return out, nil
+	}
+	rv := reflect.ValueOf(v)
+	if (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && rv.Type().Elem().Kind() != reflect.Uint8 {
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = rv.Index(i).Interface()
 		}
 		return out, nil
 	}
