@@ -147,13 +147,16 @@ type TagConfig struct {
 // ProviderConfig holds the defaults of every service and the services.
 type ProviderConfig struct {
 	// Shutdown tunes the graceful stop of providers.
-	Shutdown  ShutdownConfig           `koanf:"shutdown"`
-	Filter    string                   `koanf:"filter"`
-	Timeout   int                      `koanf:"timeout"`
-	Executes  int                      `koanf:"executes"`
-	AccessLog string                   `koanf:"accesslog"`
-	Protocol  string                   `koanf:"protocol"`
-	Services  map[string]ServiceConfig `koanf:"services"`
+	Shutdown  ShutdownConfig `koanf:"shutdown"`
+	Filter    string         `koanf:"filter"`
+	Timeout   int            `koanf:"timeout"`
+	Executes  int            `koanf:"executes"`
+	AccessLog string         `koanf:"accesslog"`
+	// Token is Dubbo's token, the default of every service: true for a
+	// random one per export, or the token itself (see plugins/filter/token).
+	Token    string                   `koanf:"token"`
+	Protocol string                   `koanf:"protocol"`
+	Services map[string]ServiceConfig `koanf:"services"`
 }
 
 // ShutdownConfig: on stop a provider unregisters, waits Wait ms for
@@ -172,13 +175,16 @@ type ServiceConfig struct {
 	// Protocol is a comma-separated list of protocol ids (or names).
 	Protocol string `koanf:"protocol"`
 	// Filter is appended to provider.filter, as in Dubbo.
-	Filter    string                  `koanf:"filter"`
-	Timeout   int                     `koanf:"timeout"`
-	Executes  int                     `koanf:"executes"`
-	AccessLog string                  `koanf:"accesslog"`
-	Weight    int                     `koanf:"weight"`
-	Methods   map[string]MethodConfig `koanf:"methods"`
-	Params    map[string]any          `koanf:"params"`
+	Filter    string `koanf:"filter"`
+	Timeout   int    `koanf:"timeout"`
+	Executes  int    `koanf:"executes"`
+	AccessLog string `koanf:"accesslog"`
+	// Token overrides provider.token: true for a random one, false for
+	// none, or the token itself.
+	Token   string                  `koanf:"token"`
+	Weight  int                     `koanf:"weight"`
+	Methods map[string]MethodConfig `koanf:"methods"`
+	Params  map[string]any          `koanf:"params"`
 }
 
 // ConsumerConfig holds the defaults of every reference and the references.

@@ -20,6 +20,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/executelimit"
 	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/plugins/filter/timeout"
+	"github.com/weftrpc/weft/plugins/filter/token"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
@@ -99,6 +100,9 @@ func builtins() fx.Option {
 		}),
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: echo.Name, New: value(echo.New()), Activate: echo.Activation()}
+		}),
+		Plugin[extension.Filter](func() Extension[extension.Filter] {
+			return Extension[extension.Filter]{Name: token.Name, New: value(token.New()), Activate: token.Activation()}
 		}),
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: ctxfilter.Name, New: value(ctxfilter.New()), Activate: ctxfilter.Activation()}

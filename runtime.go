@@ -17,6 +17,7 @@ import (
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/generic"
+	"github.com/weftrpc/weft/plugins/filter/token"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -298,6 +299,12 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*se
 	setInt(params, kernel.KeyTimeout, first(sc.Timeout, pc.Timeout))
 	setInt(params, kernel.KeyExecutes, first(sc.Executes, pc.Executes))
 	set(params, kernel.KeyAccessLog, firstString(sc.AccessLog, pc.AccessLog))
+	// One token for the service's exports on every protocol, as in Dubbo.
+	tok, err := token.Resolve(firstString(sc.Token, pc.Token))
+	if err != nil {
+		return nil, err
+	}
+	set(params, kernel.KeyToken, tok)
 	setInt(params, kernel.KeyWeight, sc.Weight)
 	setMethods(params, sc.Methods)
 	flatten(params, "", sc.Params)

@@ -363,6 +363,11 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	if g := url.Param(kernel.KeyGroup); g != "" {
 		iv.attachments[kernel.KeyGroup] = g
 	}
+	// Dubbo's token: a provider that publishes one in its URL (which a
+	// registry hands the consumer) wants it back with every call.
+	if tok := url.Param(kernel.KeyToken); tok != "" {
+		iv.attachments[kernel.KeyToken] = tok
+	}
 	if n := url.ParamInt(KeyConnections, 0); n > 0 {
 		for range n {
 			iv.clients = append(iv.clients, netty.NewExchangeClient(p.t, url, codec, opt))
