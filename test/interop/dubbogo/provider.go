@@ -26,7 +26,13 @@ var (
 // provider had accepted, and closes the provider's goroutine pool, so the port
 // can be bound again at once; it is idempotent. What stays is dubbo-go's
 // process-global state (see the package doc).
-func StartProvider(addr string) (stop func(), err error) {
+//
+// WithProviderToken makes it require Dubbo's token (dubbo-go's token filter).
+func StartProvider(addr string, opts ...ProviderOption) (stop func(), err error) {
+	var po providerOptions
+	for _, o := range opts {
+		o(&po)
+	}
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: provider address %q: %w", addr, err)
@@ -55,7 +61,7 @@ func StartProvider(addr string) (stop func(), err error) {
 	}
 	probe.Close()
 
-	svcOpts, err := export(host, port)
+	svcOpts, err := export(host, port, po)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +79,18 @@ func StartProvider(addr string) (stop func(), err error) {
 	}, nil
 }
 
-func export(host string, port int) (svcOpts *server.ServiceOptions, err error) {
+// ProviderOption configures StartProvider.
+type ProviderOption func(*providerOptions)
+
+type providerOptions struct{ token string }
+
+// WithProviderToken exports the service with Dubbo's token: "true" for a
+// random one, or the token itself.
+func WithProviderToken(token string) ProviderOption {
+	return func(o *providerOptions) { o.token = token }
+}
+
+func export(host string, port int, po providerOptions) (svcOpts *server.ServiceOptions, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("dubbogo: dubbo-go panicked while exporting: %v", r)
@@ -93,7 +110,11 @@ func export(host string, port int) (svcOpts *server.ServiceOptions, err error) {
 		return nil, fmt.Errorf("dubbogo: new server: %w", err)
 	}
 	svc := &EchoService{}
-	if err := srv.Register(svc, nil, server.WithInterface(Interface), server.WithNotRegister()); err != nil {
+	svcOptions := []server.ServiceOption{server.WithInterface(Interface), server.WithNotRegister()}
+	if po.token != "" {
+		svcOptions = append(svcOptions, server.WithToken(po.token))
+	}
+	if err := srv.Register(svc, nil, svcOptions...); err != nil {
 		return nil, fmt.Errorf("dubbogo: register: %w", err)
 	}
 	svcOpts = srv.GetServiceOptions(svc.Reference())
