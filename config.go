@@ -154,9 +154,13 @@ type ProviderConfig struct {
 	AccessLog string         `koanf:"accesslog"`
 	// Token is Dubbo's token, the default of every service: true for a
 	// random one per export, or the token itself (see plugins/filter/token).
-	Token    string                   `koanf:"token"`
-	Protocol string                   `koanf:"protocol"`
-	Services map[string]ServiceConfig `koanf:"services"`
+	Token string `koanf:"token"`
+	// TPS and TPSInterval are Dubbo's `tps` and `tps.interval` (ms, default
+	// 60000), the default of every service: at most TPS calls per interval.
+	TPS         int                      `koanf:"tps"`
+	TPSInterval int                      `koanf:"tps_interval"`
+	Protocol    string                   `koanf:"protocol"`
+	Services    map[string]ServiceConfig `koanf:"services"`
 }
 
 // ShutdownConfig: on stop a provider unregisters, waits Wait ms for
@@ -181,10 +185,13 @@ type ServiceConfig struct {
 	AccessLog string `koanf:"accesslog"`
 	// Token overrides provider.token: true for a random one, false for
 	// none, or the token itself.
-	Token   string                  `koanf:"token"`
-	Weight  int                     `koanf:"weight"`
-	Methods map[string]MethodConfig `koanf:"methods"`
-	Params  map[string]any          `koanf:"params"`
+	Token string `koanf:"token"`
+	// TPS and TPSInterval override provider.tps and provider.tps_interval.
+	TPS         int                     `koanf:"tps"`
+	TPSInterval int                     `koanf:"tps_interval"`
+	Weight      int                     `koanf:"weight"`
+	Methods     map[string]MethodConfig `koanf:"methods"`
+	Params      map[string]any          `koanf:"params"`
 }
 
 // ConsumerConfig holds the defaults of every reference and the references.
@@ -333,6 +340,10 @@ var (
 		want: ">= 0 (0 or unset: inherited, no limit by default)", fix: "set the most calls of a method in flight to one provider, or 0"}
 	ruleActivesDefault = valueRule{min: 0, max: math.MaxInt64,
 		want: ">= 0 (0 or unset: no limit)", fix: "set the most calls of a method in flight to one provider, or 0"}
+	ruleTPS = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 calls per interval (0 or unset: no limit)", fix: "set how many calls the service takes per tps_interval, or 0"}
+	ruleTPSInterval = valueRule{min: 0, max: math.MaxInt64,
+		want: ">= 0 ms (0 or unset: inherited, 60000 by default)", fix: "set the length of a tps window in ms, or remove the key"}
 	ruleWeight = valueRule{min: 0, max: math.MaxInt64,
 		want: ">= 0 (0 or unset: the default 100)", fix: "set a relative weight such as 100, or remove the key"}
 	ruleForks = valueRule{min: 0, max: math.MaxInt64,
@@ -403,11 +414,15 @@ func checkValues(cfg *Config, set func(key string) bool) []error {
 	pc := cfg.Provider
 	check("provider.timeout", pc.Timeout, ruleTimeoutDefault)
 	check("provider.executes", pc.Executes, ruleExecutesDefault)
+	check("provider.tps", pc.TPS, ruleTPS)
+	check("provider.tps_interval", pc.TPSInterval, ruleTPSInterval)
 	check("provider.shutdown.wait", pc.Shutdown.Wait, ruleShutdownWait)
 	for id, sc := range pc.Services {
 		path := "provider.services." + id
 		check(path+".timeout", sc.Timeout, ruleTimeout)
 		check(path+".executes", sc.Executes, ruleExecutes)
+		check(path+".tps", sc.TPS, ruleTPS)
+		check(path+".tps_interval", sc.TPSInterval, ruleTPSInterval)
 		check(path+".weight", sc.Weight, ruleWeight)
 		methods(path, sc.Methods)
 	}

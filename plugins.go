@@ -21,6 +21,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/plugins/filter/timeout"
 	"github.com/weftrpc/weft/plugins/filter/token"
+	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
@@ -103,6 +104,10 @@ func builtins() fx.Option {
 		}),
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: token.Name, New: value(token.New()), Activate: token.Activation()}
+		}),
+		Plugin[extension.Filter](func() Extension[extension.Filter] {
+			// New per App: its windows are the App's.
+			return Extension[extension.Filter]{Name: tps.Name, New: func() (extension.Filter, error) { return tps.New(), nil }, Activate: tps.Activation()}
 		}),
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: ctxfilter.Name, New: value(ctxfilter.New()), Activate: ctxfilter.Activation()}

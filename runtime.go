@@ -18,6 +18,7 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/plugins/filter/token"
+	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -305,6 +306,8 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*se
 		return nil, err
 	}
 	set(params, kernel.KeyToken, tok)
+	setInt(params, tps.KeyRate, first(sc.TPS, pc.TPS))
+	setInt(params, tps.KeyInterval, first(sc.TPSInterval, pc.TPSInterval))
 	setInt(params, kernel.KeyWeight, sc.Weight)
 	setMethods(params, sc.Methods)
 	flatten(params, "", sc.Params)

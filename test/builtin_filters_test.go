@@ -76,3 +76,39 @@ consumer:
 		t.Fatalf("fixed token on a direct url: %q %v", got, err)
 	}
 }
+
+// Dubbo's tps over TCP: tps 3 per 60 s window (tps_interval) on one
+// provider; of 5 calls 3 are served and 2 refused as limit exceeded
+// (failfast: one provider). Windows turning over: the filter's unit test.
+func TestTPSLimitOverTCP(t *testing.T) {
+	noLeaks(t)
+	svc := &vault{}
+	addr := freePort(t)
+	startApp(t, fmt.Sprintf(`
+protocols: {dubbo: {port: %s}}
+provider:
+  services:
+    vault: {interface: org.weft.Vault, tps: 3, tps_interval: 60000}
+`, addr[strings.LastIndexByte(addr, ':')+1:]), weft.WithService("vault", svc))
+	var c tokenClient
+	startApp(t, fmt.Sprintf(`
+consumer:
+  references:
+    vault: {interface: org.weft.Vault, url: "dubbo://%s", cluster: failfast}
+`, addr), weft.WithReference("vault", &c))
+	ok, limited := 0, 0
+	for range 5 {
+		_, err := c.Secret(context.Background(), "x")
+		switch {
+		case err == nil:
+			ok++
+		case kernel.CodeOf(err) == kernel.CodeLimitExceeded && strings.Contains(err.Error(), "tps limit of 3 calls per 1m0s"):
+			limited++
+		default:
+			t.Fatalf("unexpected: %v", err)
+		}
+	}
+	if ok != 3 || limited != 2 || svc.secrets.Load() != 3 {
+		t.Fatalf("%d served, %d limited, the method ran %d times; want 3, 2, 3", ok, limited, svc.secrets.Load())
+	}
+}
