@@ -35,6 +35,14 @@ func (g *GenericClient) GenericInvoke(ctx context.Context, method string, types 
 	if err != nil {
 		return nil, err
 	}
+	res, err := iv.Invoke(ctx, GenericInvocation(method, types, args))
+	return res.Value, err
+}
+
+// GenericInvocation is the invocation of Dubbo's generic call
+// `$invoke(method, types, args)`, for callers that set attachments of their
+// own or read the result's.
+func GenericInvocation(method string, types []string, args []any) *kernel.Invocation {
 	if types == nil {
 		types = []string{}
 	}
@@ -44,6 +52,5 @@ func (g *GenericClient) GenericInvoke(ctx context.Context, method string, types 
 	inv := kernel.NewInvocation("$invoke", method, types, args)
 	inv.ParamTypes = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;"
 	inv.SetAttachment("generic", "true")
-	res, err := iv.Invoke(ctx, inv)
-	return res.Value, err
+	return inv
 }

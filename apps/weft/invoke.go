@@ -25,8 +25,20 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 	types := fs.String("types", "", "comma-separated Java parameter types (default: inferred from the JSON arguments)")
 	group := fs.String("group", "", "service group")
 	version := fs.String("version", "", "service version")
+	attachments := map[string]any{}
+	fs.Func("a", "an attachment `key=value` to send (repeatable)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", kv)
+		}
+		attachments[k] = v
+		return nil
+	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: weft invoke [flags] dubbo://HOST:PORT/INTERFACE METHOD '[JSON ARGS]'`)
+		fmt.Fprintln(stderr, `usage: weft invoke [flags] dubbo://HOST:PORT/INTERFACE METHOD '[JSON ARGS]'
+
+METHOD is called generically ($invoke), or $echo directly: weft invoke URL '$echo' '["ping"]'.
+The result is printed as JSON on stdout; attachments the provider sent back, on stderr.`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -84,16 +96,36 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer iv.Destroy()
-	res, err := proxy.NewGenericClient(func() (kernel.Invoker, error) { return iv, nil }).GenericInvoke(ctx, fs.Arg(1), typeList, callArgs)
+	var inv *kernel.Invocation
+	if method := fs.Arg(1); method == kernel.MethodEcho {
+		// $echo is answered by the provider's echo filter itself.
+		if len(callArgs) != 1 {
+			fmt.Fprintln(stderr, "weft invoke: $echo takes one argument: '[\"ping\"]'")
+			return 2
+		}
+		inv = kernel.NewInvocation(method, callArgs...)
+		inv.ParamTypes = "Ljava/lang/Object;"
+	} else {
+		inv = proxy.GenericInvocation(method, typeList, callArgs)
+	}
+	for k, v := range attachments {
+		inv.SetAttachment(k, v)
+	}
+	res, err := iv.Invoke(ctx, inv)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	if len(res.Attachments) > 0 {
+		if b, err := json.Marshal(view.JSONWith(res.Attachments, printLimits)); err == nil {
+			fmt.Fprintf(stderr, "attachments: %s\n", b)
+		}
+	}
 	// The result crossed the wire: view bounds the walk (cycles print as
 	// "(cycle)") while keeping strings whole.
-	out, err := json.Marshal(view.JSONWith(res, printLimits))
+	out, err := json.Marshal(view.JSONWith(res.Value, printLimits))
 	if err != nil {
-		fmt.Fprintf(stderr, "weft invoke: result %T is not printable as JSON: %v\n", res, err)
+		fmt.Fprintf(stderr, "weft invoke: result %T is not printable as JSON: %v\n", res.Value, err)
 		return 1
 	}
 	var pretty bytes.Buffer
