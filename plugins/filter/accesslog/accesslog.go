@@ -5,7 +5,12 @@
 //	[2006-01-02 15:04:05.000] 127.0.0.1:51234 -> group/org.example.Greeter:1.0 sayHello(Ljava/lang/String;) ["world"]
 //
 // File writes happen on a background goroutine per file, so a slow disk never
-// holds a call; when its queue is full, lines are dropped and counted.
+// holds a call; when its queue is full, lines are dropped and counted. A file
+// rotates as Dubbo's does when the day changes (the old one is renamed
+// path.YYYYMMDD), and also when it reaches MaxFileSize (renamed
+// path.YYYYMMDD-HHMMSS), so one file never grows without bound; removing old
+// files is left to the host's log rotation. Arguments are written as their
+// bounded JSON view (kernel/view), so one line is at most some 64 KiB.
 package accesslog
 
 import (
@@ -15,6 +20,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +36,9 @@ const Name = "accesslog"
 
 const queueSize = 4096
 
+// MaxFileSize is the size at which a log file rotates.
+const MaxFileSize = 256 << 20
+
 // Activation: providers whose URL sets `accesslog`.
 func Activation() *kernel.Activate {
 	return &kernel.Activate{Groups: []string{kernel.GroupProvider}, Keys: []string{kernel.KeyAccessLog}}
@@ -42,10 +51,15 @@ type Filter struct {
 	files   map[string]*fileSink
 	closed  bool
 	dropped atomic.Int64
+	// maxSize and now are MaxFileSize and time.Now, replaced by tests.
+	maxSize int64
+	now     func() time.Time
 }
 
 // New returns the filter; log receives the lines of `accesslog=true`.
-func New(log *slog.Logger) *Filter { return &Filter{log: log, files: map[string]*fileSink{}} }
+func New(log *slog.Logger) *Filter {
+	return &Filter{log: log, files: map[string]*fileSink{}, maxSize: MaxFileSize, now: time.Now}
+}
 
 var _ extension.Filter = (*Filter)(nil)
 
@@ -59,7 +73,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	if !kernel.IsTruthy(dest) {
 		return next.Invoke(ctx, inv)
 	}
-	line := Line(time.Now(), u, inv)
+	line := Line(f.now(), u, inv)
 	if dest == "true" || dest == "default" || dest == "1" { // config writes true as "1"
 		f.log.Info(line, "logger", "weft.accesslog."+u.Interface())
 	} else if err := f.write(dest, line); err != nil {
@@ -111,7 +125,13 @@ func (f *Filter) write(path, line string) error {
 			f.mu.Unlock()
 			return err
 		}
-		s = &fileSink{f: fh, lines: make(chan string, queueSize), done: make(chan struct{})}
+		s = &fileSink{f: fh, path: path, lines: make(chan string, queueSize), done: make(chan struct{}),
+			maxSize: f.maxSize, now: f.now, log: f.log}
+		if st, err := fh.Stat(); err == nil {
+			s.size, s.day = st.Size(), day(st.ModTime())
+		} else {
+			s.day = day(f.now())
+		}
 		go s.run()
 		f.files[path] = s
 	}
@@ -141,18 +161,35 @@ func (f *Filter) Close() error {
 }
 
 type fileSink struct {
-	f     *os.File
-	lines chan string
-	done  chan struct{}
-	err   error
+	f       *os.File
+	path    string
+	lines   chan string
+	done    chan struct{}
+	err     error
+	size    int64
+	day     string // of the lines in f, YYYYMMDD
+	maxSize int64
+	now     func() time.Time
+	log     *slog.Logger
 }
+
+func day(t time.Time) string { return t.Format("20060102") }
 
 func (s *fileSink) run() {
 	defer close(s.done)
 	w := bufio.NewWriter(s.f)
 	for line := range s.lines {
+		if today := day(s.now()); today != s.day || s.size+int64(len(line))+1 > s.maxSize && s.size > 0 {
+			suffix := s.day
+			if today == s.day {
+				suffix = s.now().Format("20060102-150405")
+			}
+			w = s.rotate(w, suffix)
+			s.day = today
+		}
 		w.WriteString(line)
 		w.WriteByte('\n')
+		s.size += int64(len(line)) + 1
 		// Flush once the queue is drained: many lines per write under load,
 		// no line left in memory when idle.
 		if len(s.lines) == 0 {
@@ -167,4 +204,29 @@ func (s *fileSink) run() {
 	if err := s.f.Close(); err != nil && s.err == nil {
 		s.err = err
 	}
+}
+
+// rotate renames the file to path.suffix and opens a new one; on failure
+// it keeps writing to the old file and logs why.
+func (s *fileSink) rotate(w *bufio.Writer, suffix string) *bufio.Writer {
+	w.Flush()
+	old := s.path + "." + suffix
+	for i := 1; ; i++ {
+		if _, err := os.Stat(old); os.IsNotExist(err) {
+			break
+		}
+		old = s.path + "." + suffix + "." + strconv.Itoa(i)
+	}
+	if err := os.Rename(s.path, old); err != nil {
+		s.log.Error("weft: access log: cannot rotate", "file", s.path, "err", err)
+		return w
+	}
+	fh, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.log.Error("weft: access log: cannot reopen after rotating", "file", s.path, "err", err)
+		return w
+	}
+	s.f.Close()
+	s.f, s.size = fh, 0
+	return bufio.NewWriter(fh)
 }

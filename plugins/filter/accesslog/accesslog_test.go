@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftrpc/weft/kernel"
 )
@@ -74,4 +76,62 @@ func TestUnwritableFileDoesNotFailTheCall(t *testing.T) {
 		t.Fatalf("error not logged: %q", buf.String())
 	}
 	f.Close()
+}
+
+// A file rotates when the day changes (path.YYYYMMDD, Dubbo's) and when it
+// reaches its size limit (path.YYYYMMDD-HHMMSS); no line is lost.
+func TestFileRotates(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	f := New(slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
+	now := time.Date(2026, 12, 1, 23, 59, 0, 0, time.UTC)
+	var mu sync.Mutex
+	f.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f.maxSize = 1000
+	u := kernel.MustParseURL("injvm://127.0.0.1/S?interface=S&accesslog=" + path)
+	call := func(n int) {
+		for range n {
+			if _, err := f.Invoke(context.Background(), okInvoker{u}, kernel.NewInvocation("m", strings.Repeat("x", 50))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The writer is asynchronous: wait until it took every line.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			f.mu.Lock()
+			s := f.files[path]
+			f.mu.Unlock()
+			if s == nil || len(s.lines) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	call(3)
+	mu.Lock()
+	now = now.Add(2 * time.Minute) // the next day
+	mu.Unlock()
+	call(30) // about 3 KB: the size limit rotates within the day too
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	lines := 0
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		lines += strings.Count(string(data), "\n")
+		if len(data) > 1000 {
+			t.Errorf("%s has %d bytes, over the limit", e.Name(), len(data))
+		}
+	}
+	if lines != 33 {
+		t.Fatalf("%d lines in %v, want 33", lines, names)
+	}
+	if _, err := os.Stat(path + ".20261201"); err != nil {
+		t.Fatalf("no file of the previous day in %v", names)
+	}
+	if len(names) < 4 {
+		t.Fatalf("files %v: want the day's, the current and size rotations", names)
+	}
 }
