@@ -2,12 +2,14 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	hessian "github.com/apache/dubbo-go-hessian2"
+	"github.com/apache/dubbo-go-hessian2/java_exception"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
@@ -24,6 +26,14 @@ func (v *vault) Secret(_ context.Context, who string) (string, error) {
 }
 
 func (v *vault) Echo(_ context.Context, s string) (string, error) { return s, nil }
+
+// Refuse fails with a Go error, or with a Java-classed business error.
+func (v *vault) Refuse(_ context.Context, classed bool) error {
+	if classed {
+		return &kernel.Error{Code: kernel.CodeBiz, Class: "com.example.VaultLockedException", Msg: "vault locked"}
+	}
+	return errors.New("no entry")
+}
 
 // Generic calls are resolved before any filter runs (issue 11): a guard
 // listed first, before the default filters, sees the real method of a call
@@ -82,5 +92,49 @@ consumer:
 	res, err := iv.Invoke(ctx, inv)
 	if err != nil || res.Value != "from java" {
 		t.Fatalf("$invoke with Object[] arguments: %v %v", res.Value, err)
+	}
+}
+
+// A generic call's business error goes back as Dubbo's GenericException
+// (com.alibaba.dubbo.rpc.service.GenericException, with exceptionClass and
+// exceptionMessage), which a Java GenericService caller catches; a weft
+// consumer reads the original class and message from it. A typed call's
+// error is unchanged.
+func TestGenericCallErrorsAreGenericExceptions(t *testing.T) {
+	noLeaks(t)
+	addr := freePort(t)
+	startApp(t, fmt.Sprintf(`
+protocols: {dubbo: {port: %s}}
+provider:
+  services:
+    vault: {interface: org.weft.Vault}
+`, addr[strings.LastIndexByte(addr, ':')+1:]), weft.WithService("vault", &vault{}))
+	app := startApp(t, fmt.Sprintf(`
+consumer:
+  references:
+    vault: {interface: org.weft.Vault, url: "dubbo://%s", retries: 0}
+`, addr))
+	gc := proxy.NewGenericClient(func() (kernel.Invoker, error) { return app.Reference("vault") })
+	for _, tc := range []struct {
+		classed          bool
+		class, msg, text string
+	}{
+		{true, "com.example.VaultLockedException", "vault locked", "com.example.VaultLockedException: vault locked"},
+		{false, "java.lang.Throwable", "no entry", "java.lang.Throwable: no entry"},
+	} {
+		_, err := gc.GenericInvoke(context.Background(), "refuse", []string{"boolean"}, []any{tc.classed})
+		var ge *java_exception.DubboGenericException
+		if !kernel.IsBiz(err) || !errors.As(err, &ge) {
+			t.Fatalf("classed=%v: %v (%T), want a GenericException", tc.classed, err, err)
+		}
+		if ge.ExceptionClass != tc.class || ge.ExceptionMessage != tc.msg || err.Error() != tc.text {
+			t.Fatalf("classed=%v: exceptionClass %q, exceptionMessage %q, error %q", tc.classed, ge.ExceptionClass, ge.ExceptionMessage, err)
+		}
+	}
+	// The typed call: the error as it is.
+	_, err := gc.Invoke(context.Background(), "refuse", true)
+	var ge *java_exception.DubboGenericException
+	if !kernel.IsBiz(err) || errors.As(err, &ge) || err.Error() != "com.example.VaultLockedException: vault locked" {
+		t.Fatalf("typed call: %v", err)
 	}
 }

@@ -15,8 +15,11 @@ package generic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/apache/dubbo-go-hessian2/java_exception"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
@@ -91,10 +94,36 @@ func invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (k
 	real.Method, real.Args, real.ParamTypes = method, args, ""
 	res, err := next.Invoke(ctx, real)
 	if err != nil {
-		return res, err
+		return res, genericException(err)
 	}
 	res.Value = proxy.ToGeneric(res.Value)
 	return res, nil
+}
+
+// genericException wraps a generic call's business error as Dubbo's
+// GenericFilter does: com.alibaba.dubbo.rpc.service.GenericException with
+// the original class and message (exceptionClass, exceptionMessage), which a
+// Java GenericService caller catches whether or not it has the class. A Go
+// error has no class of its own; it goes as java.lang.Throwable, as a
+// non-generic call's does. Framework errors keep their codes.
+func genericException(err error) error {
+	if !kernel.IsBiz(err) {
+		return err
+	}
+	var already *java_exception.DubboGenericException
+	if errors.As(err, &already) {
+		return err
+	}
+	class, msg := "java.lang.Throwable", err.Error()
+	var ke *kernel.Error
+	if errors.As(err, &ke) && ke.Class != "" {
+		class, msg = ke.Class, ke.Msg
+	} else if errors.As(err, &ke) && ke.Cause != nil {
+		msg = ke.Cause.Error()
+	}
+	ge := java_exception.NewDubboGenericException(class, msg)
+	ge.DetailMessage = class + ": " + msg
+	return &kernel.Error{Code: kernel.CodeBiz, Class: ge.JavaClassName(), Msg: msg, Cause: ge}
 }
 
 // asList reads $invoke's parameter types or arguments: a list in any of the
