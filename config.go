@@ -13,6 +13,8 @@ import (
 	"github.com/knadh/koanf/providers/env"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 // Config is what an App is composed from. Its keys are Dubbo's: a Dubbo
@@ -30,6 +32,31 @@ type Config struct {
 	// over the files (and under WEFT_* variables) at start and watched
 	// while the App runs.
 	ConfigCenter ConfigCenterConfig `koanf:"config_center"`
+	// TLS, when set, secures every dubbo server and client of the App
+	// (dubbo-go's tls_config).
+	TLS TLSConfig `koanf:"tls"`
+}
+
+// TLSConfig is the App's TLS material, dubbo-go's key names. Files are read
+// again when they change (a renewed certificate takes effect without a
+// restart); the inline forms hold PEM text. A server presents tls-cert-file;
+// with ca-cert-file it requires and verifies client certificates (mutual
+// TLS). A client verifies servers against ca-cert-file (the system's roots
+// without it), for tls-server-name or the host it dials, and presents
+// tls-cert-file when set.
+type TLSConfig struct {
+	CACertFile    string `koanf:"ca-cert-file"`
+	TLSCertFile   string `koanf:"tls-cert-file"`
+	TLSKeyFile    string `koanf:"tls-key-file"`
+	TLSServerName string `koanf:"tls-server-name"`
+	CACert        string `koanf:"ca-cert"`
+	TLSCert       string `koanf:"tls-cert"`
+	TLSKey        string `koanf:"tls-key"`
+}
+
+func (c TLSConfig) transport() netty.TLSConfig {
+	return netty.TLSConfig{CACertFile: c.CACertFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile,
+		CACert: c.CACert, Cert: c.TLSCert, Key: c.TLSKey, ServerName: c.TLSServerName}
 }
 
 // ConfigCenterConfig is Dubbo's config-center: a YAML document (a Nacos data

@@ -26,6 +26,7 @@ import (
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
 	nacos "github.com/weftrpc/weft/registry-nacos"
+	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 // Extension is one named implementation of the extension point T, as an App
@@ -90,8 +91,17 @@ func builtins() fx.Option {
 			return Extension[extension.Protocol]{Name: injvm.Name, New: func() (extension.Protocol, error) { return injvm.New(), nil }}
 		}),
 
-		Plugin[extension.Protocol](func(log *slog.Logger) Extension[extension.Protocol] {
-			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.New(log), nil }}
+		// The TLS material loads while the App is built, so that a bad
+		// file fails weft.New, not the first call.
+		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config) (Extension[extension.Protocol], error) {
+			if cfg.TLS.transport().IsZero() {
+				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.New(log), nil }}, nil
+			}
+			t, err := netty.NewTLS(cfg.TLS.transport(), log)
+			if err != nil {
+				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
+			}
+			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.NewTLS(log, t), nil }}, nil
 		}),
 
 		Plugin[extension.Filter](func() Extension[extension.Filter] {

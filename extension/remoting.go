@@ -49,6 +49,14 @@ type FrameSizer interface {
 	FrameSize(src []byte) int
 }
 
+// RequestPeeker is a Codec that recognises the first 16 bytes of one of its
+// request frames, so that a TLS server can answer a client that did not
+// start TLS in the client's own protocol, saying why, rather than close
+// without a word.
+type RequestPeeker interface {
+	PeekRequest(first16 []byte) (id uint64, ok bool)
+}
+
 // Server is a bound listener.
 type Server interface {
 	Addr() net.Addr

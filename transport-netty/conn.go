@@ -53,6 +53,7 @@ type Conn struct {
 	wsignal chan struct{}
 
 	closed    atomic.Bool
+	closeErr  atomic.Pointer[error]
 	closeOnce sync.Once
 	done      chan struct{}
 	loops     sync.WaitGroup
@@ -308,8 +309,20 @@ func (c *Conn) flushThenFail(err error) {
 	c.fail(err)
 }
 
+// Err is why the connection closed (a read or write error, a frame it could
+// not honour), nil while open or after a clean close.
+func (c *Conn) Err() error {
+	if p := c.closeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 func (c *Conn) fail(err error) {
 	c.closeOnce.Do(func() {
+		if err != nil {
+			c.closeErr.Store(&err)
+		}
 		c.closed.Store(true)
 		close(c.done)
 		c.nc.Close()

@@ -457,7 +457,13 @@ func (c *ExchangeClient) Connected(extension.Channel) {}
 
 // Disconnected fails every call sent on the channel at once.
 func (c *ExchangeClient) Disconnected(ch extension.Channel) {
-	c.pending.failConn(ch.(*Conn), StatusChannelInactive, "connection to "+c.url.Address()+" closed")
+	msg := "connection to " + c.url.Address() + " closed"
+	if err := ch.(*Conn).Err(); err != nil {
+		// Say why: a TLS server refusing this client's certificate, say,
+		// closes right after the handshake with an alert.
+		msg += ": " + cutText(err.Error())
+	}
+	c.pending.failConn(ch.(*Conn), StatusChannelInactive, msg)
 	select {
 	case c.wake <- struct{}{}:
 	default:

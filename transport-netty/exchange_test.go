@@ -68,6 +68,14 @@ func (c testCodec) Encode(dst []byte, msg any) ([]byte, error) {
 	return append(dst, data...), nil
 }
 
+// PeekRequest is extension.RequestPeeker.
+func (testCodec) PeekRequest(b []byte) (uint64, bool) {
+	if len(b) < 13 || binary.BigEndian.Uint16(b) != 0xdabb || b[2] != kindReq {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[5:13]), true
+}
+
 func (c testCodec) Decode(src []byte) (any, int, error) {
 	if len(src) >= 2 && (src[0] != 0xda || src[1] != 0xbb) {
 		return nil, 0, errors.New("bad magic")

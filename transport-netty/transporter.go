@@ -1,11 +1,16 @@
 package netty
 
 import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftrpc/weft/extension"
@@ -15,13 +20,19 @@ import (
 // Name is the transporter's extension name.
 const Name = "netty"
 
-// Transporter opens TCP servers and client connections.
+// Transporter opens TCP servers and client connections, over TLS when it
+// has TLS material.
 type Transporter struct {
 	log *slog.Logger
+	tls *TLS
 }
 
 // NewTransporter returns a transporter logging to log.
 func NewTransporter(log *slog.Logger) *Transporter { return &Transporter{log: log} }
+
+// NewTLSTransporter returns a transporter whose servers and clients speak
+// TLS with t's material.
+func NewTLSTransporter(log *slog.Logger, t *TLS) *Transporter { return &Transporter{log: log, tls: t} }
 
 var _ extension.Transporter = (*Transporter)(nil)
 
@@ -34,6 +45,9 @@ func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler exten
 		return nil, fmt.Errorf("weft: listen on %s: %w", addr, err)
 	}
 	s := &Server{ln: ln, codec: codec, handler: handler, log: t.log, conns: map[*Conn]struct{}{}, done: make(chan struct{})}
+	if t.tls != nil {
+		s.tls = t.tls.server()
+	}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -50,6 +64,20 @@ func (t *Transporter) dial(url *kernel.URL, codec extension.Codec, handler exten
 	nc, err := net.DialTimeout("tcp", url.Address(), timeout)
 	if err != nil {
 		return nil, kernel.Wrap(kernel.CodeNetwork, err, "connect to %s", url.Address())
+	}
+	if t.tls != nil {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		tc := tls.Client(nc, t.tls.client(url.Host))
+		ctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, kernel.Wrap(kernel.CodeNetwork, err, "TLS handshake with %s failed (%s)", url.Address(), explainTLS(err))
+		}
+		nc = tc
 	}
 	c := newConn(nc, codec, handler, t.log)
 	c.start()
@@ -68,6 +96,10 @@ type Server struct {
 	closed bool
 	done   chan struct{}
 	wg     sync.WaitGroup
+
+	tls *tls.Config // nil: plain TCP
+	// handshakeLog limits handshake-failure warnings to one per interval.
+	handshakeLog atomic.Int64
 }
 
 // Addr is the bound address (useful with port 0).
@@ -106,18 +138,100 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 0
-		c := newConn(nc, s.codec, &serverHandler{s: s, inner: s.handler}, s.log)
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.Close()
+		if s.tls != nil {
+			// The handshake runs off the accept loop: a slow or hostile
+			// client holds only its own connection.
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				if tc := s.handshake(nc); tc != nil {
+					s.serve(tc)
+				}
+			}()
+			continue
+		}
+		if !s.serve(nc) {
 			return
 		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		c.start()
 	}
 }
+
+// serve starts a connection's loops; false when the server is closed.
+func (s *Server) serve(nc net.Conn) bool {
+	c := newConn(nc, s.codec, &serverHandler{s: s, inner: s.handler}, s.log)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.start()
+	return true
+}
+
+// handshake runs the server side of TLS on nc, bounded in time and by the
+// server's close; a failure closes nc and is logged (at most once per
+// dialLogInterval): the server serves everybody else.
+func (s *Server) handshake(nc net.Conn) *tls.Conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
+	defer cancel()
+	go func() { // the server's close ends the handshake too
+		select {
+		case <-s.done:
+			nc.SetDeadline(time.Now())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// A plain client sends a frame where a ClientHello belongs: it gets an
+	// answer in its protocol saying why, rather than a bare close.
+	pc := &peekedConn{Conn: nc, r: bufio.NewReaderSize(nc, 512)}
+	nc.SetReadDeadline(time.Now().Add(tlsHandshakeTimeout))
+	peeker, _ := s.codec.(extension.RequestPeeker)
+	if hdr, err := pc.r.Peek(16); err == nil && peeker != nil {
+		if id, plain := peeker.PeekRequest(hdr); plain {
+			if frame, err := s.codec.Encode(nil, &Response{ID: id, Status: StatusClientError,
+				ErrMsg: "weft: network: server " + s.Addr().String() + " takes TLS connections only: configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer"}); err == nil {
+				nc.SetWriteDeadline(time.Now().Add(time.Second))
+				nc.Write(frame)
+			}
+			nc.Close()
+			s.logHandshake(nc, errors.New("a plain (non-TLS) client"))
+			return nil
+		}
+	}
+	nc.SetReadDeadline(time.Time{})
+	tc := tls.Server(pc, s.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		s.logHandshake(nc, err)
+		return nil
+	}
+	return tc
+}
+
+// logHandshake warns of a failed handshake, at most once per
+// dialLogInterval.
+func (s *Server) logHandshake(nc net.Conn, err error) {
+	if now := time.Now().UnixNano(); now-s.handshakeLog.Load() >= int64(dialLogInterval) {
+		s.handshakeLog.Store(now)
+		s.log.Warn("weft: TLS handshake failed", "addr", s.Addr().String(), "remote", nc.RemoteAddr().String(),
+			"err", err, "hint", explainTLS(err))
+	}
+}
+
+// peekedConn reads through r, which may hold bytes already peeked.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
 
 // serverHandler forgets connections when they close.
 type serverHandler struct {

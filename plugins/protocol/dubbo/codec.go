@@ -302,6 +302,14 @@ func (c *Codec) FrameSize(src []byte) int {
 	return HeaderLength + int(binary.BigEndian.Uint32(src[12:]))
 }
 
+// PeekRequest recognises a Dubbo request header (extension.RequestPeeker).
+func (c *Codec) PeekRequest(first16 []byte) (uint64, bool) {
+	if len(first16) < HeaderLength || binary.BigEndian.Uint16(first16) != Magic || first16[2]&FlagRequest == 0 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(first16[4:]), true
+}
+
 // Decode reads one frame from the front of src.
 func (c *Codec) Decode(src []byte) (any, int, error) {
 	if len(src) < HeaderLength {

@@ -74,6 +74,14 @@ func New(log *slog.Logger) *Protocol {
 	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
 }
 
+// NewTLS returns the protocol speaking TLS with t's material on every
+// server and client connection.
+func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
+	p := New(log)
+	p.t = netty.NewTLSTransporter(log, t)
+	return p
+}
+
 var _ extension.Protocol = (*Protocol)(nil)
 
 type server struct {
