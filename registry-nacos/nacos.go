@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -72,6 +73,9 @@ type Factory struct{ Log *slog.Logger }
 
 var _ extension.RegistryFactory = Factory{}
 
+// connectWait bounds the wait for the SDK's first connection.
+const connectWait = 3 * time.Second
+
 // GetRegistry connects to the Nacos server of url: host and port (default
 // 8848), parameter namespace (default: Nacos' public namespace), timeout in
 // milliseconds (default 5000) and user:password for servers with auth.
@@ -90,6 +94,15 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 	client, err := clients.NewNamingClient(param)
 	if err != nil {
 		return nil, fmt.Errorf("nacos: connect %s: %w", where, err)
+	}
+	// The SDK connects in the background, and its first connection event
+	// re-runs every subscription, sorting in place the instance lists it has
+	// handed to callbacks: a Subscribe made before that races with it (seen
+	// under load with -race). Waiting for the connection keeps subscriptions
+	// after it; a server that is down costs at most connectWait, and the
+	// registry works once it is back.
+	for deadline := time.Now().Add(connectWait); !client.ServerHealthy() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 	log.Info("nacos registry connected", "server", where, "namespace", url.Param("namespace"))
 	return &Registry{
