@@ -208,3 +208,21 @@ func TestRandomFollowsWeights(t *testing.T) {
 		t.Fatalf("Select allocates %v times", a)
 	}
 }
+
+// A business error after a retry is returned as it is: it is the answer,
+// not a failure of the cluster to wrap.
+func TestFailoverBizErrorAfterRetryUnwrapped(t *testing.T) {
+	ps := providers(2, func(i int, _ context.Context) error {
+		if i == 0 {
+			return kernel.Errorf(kernel.CodeNetwork, "down")
+		}
+		return kernel.BizError(errors.New("insufficient funds"))
+	})
+	iv := join(t, Failover, "consumer://h/S?retries=2", ps)
+	for range 10 {
+		_, err := iv.Invoke(context.Background(), kernel.NewInvocation("m"))
+		if !kernel.IsBiz(err) || err.Error() != "insufficient funds" {
+			t.Fatalf("err %q, want the business error as it is", err)
+		}
+	}
+}

@@ -336,7 +336,7 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 			// Only a failure another provider could answer is retried
 			// (kernel.Retryable): a business error, a forbidden call, bad
 			// arguments or an unknown method would fail there too.
-			if err != nil && attempt > 0 {
+			if err != nil && attempt > 0 && !kernel.IsBiz(err) {
 				return res, gaveUp(u, inv, "failover", tried, err)
 			}
 			return res, err

@@ -73,8 +73,12 @@ type Factory struct{ Log *slog.Logger }
 
 var _ extension.RegistryFactory = Factory{}
 
-// connectWait bounds the wait for the SDK's first connection.
-const connectWait = 3 * time.Second
+// connectWait bounds the wait for the SDK's first connection, and
+// connectSettle is given to the SDK's event loop after it (see GetRegistry).
+const (
+	connectWait   = 3 * time.Second
+	connectSettle = 200 * time.Millisecond
+)
 
 // GetRegistry connects to the Nacos server of url: host and port (default
 // 8848), parameter namespace (default: Nacos' public namespace), timeout in
@@ -97,12 +101,17 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 	}
 	// The SDK connects in the background, and its first connection event
 	// re-runs every subscription, sorting in place the instance lists it has
-	// handed to callbacks: a Subscribe made before that races with it (seen
-	// under load with -race). Waiting for the connection keeps subscriptions
-	// after it; a server that is down costs at most connectWait, and the
-	// registry works once it is back.
+	// handed to callbacks: a Subscribe made before that event is delivered
+	// races with it (nacos-sdk-go v2.3.2; seen under load with -race). The
+	// event is delivered from the SDK's event loop shortly after the client
+	// reports itself healthy, which cannot be observed: wait for healthy,
+	// then give the loop connectSettle. A server that is down costs at most
+	// connectWait, and the registry works once it is back.
 	for deadline := time.Now().Add(connectWait); !client.ServerHealthy() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
+	}
+	if client.ServerHealthy() {
+		time.Sleep(connectSettle)
 	}
 	log.Info("nacos registry connected", "server", where, "namespace", url.Param("namespace"))
 	return &Registry{
