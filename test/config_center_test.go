@@ -47,8 +47,19 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+//
+// Under -race these tests are skipped: nacos-sdk-go v2.3.2 races inside
+// itself (its client's Start against its health check, its connect event
+// against subscription callbacks), which the race detector reports against
+// whichever test runs, on a loaded machine often. The README's test command
+// runs them again without -race (`go test -run 'Nacos|ConfigCenter'
+// ./test`), as test/interop runs TestNacosOutage; weft's own code on these
+// paths is raced by the embedded-registry twins of the same tests.
 func nacosAddr(t *testing.T) string {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("drives nacos-sdk-go, which races internally: runs in the README's non-race step")
+	}
 	addr := os.Getenv("NACOS_TEST_ADDR")
 	if addr == "" {
 		if os.Getenv("CI") != "" {

@@ -85,14 +85,7 @@ func TestEmbeddedRegistryAcrossProcesses(t *testing.T) {
 
 // The same scenario through Nacos (PolarisMesh in CI, started by .ci/run).
 func TestNacosRegistryAcrossProcesses(t *testing.T) {
-	addr := os.Getenv("NACOS_TEST_ADDR")
-	if addr == "" {
-		msg := "NACOS_TEST_ADDR is not set: start a Nacos-protocol server with test/nacos/polaris.sh build DIR && test/nacos/polaris.sh start DIR, then NACOS_TEST_ADDR=127.0.0.1:8848"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	addr := nacosAddr(t)
 	// A namespace of its own keeps runs apart on a shared server.
 	discoveryAcrossProcesses(t, fmt.Sprintf("nacos://%s?namespace=weft-e2e-%d", addr, time.Now().UnixNano()), 10*time.Second)
 }
