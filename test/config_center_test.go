@@ -47,7 +47,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-//
 // Under -race these tests are skipped: nacos-sdk-go v2.3.2 races inside
 // itself (its client's Start against its health check, its connect event
 // against subscription callbacks), which the race detector reports against
