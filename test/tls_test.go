@@ -2,57 +2,14 @@ package test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/internal/testpki"
 	"github.com/weftrpc/weft/kernel"
 )
-
-// writeTestPKI writes a CA and a certificate for 127.0.0.1 (server and
-// client use) signed by it into dir: ca.pem, cert.pem, key.pem.
-func writeTestPKI(t *testing.T, dir string) (ca, cert, key string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "weft test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "weft"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(k)
-	ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	for p, b := range map[string]*pem.Block{ca: {Type: "CERTIFICATE", Bytes: caDER}, cert: {Type: "CERTIFICATE", Bytes: der}, key: {Type: "EC PRIVATE KEY", Bytes: kb}} {
-		if err := os.WriteFile(p, pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ca, cert, key
-}
 
 // Mutual TLS between Apps from config (dubbo-go's key names): a consumer
 // with the CA and a certificate is served; one without TLS gets an error
@@ -60,7 +17,7 @@ func writeTestPKI(t *testing.T, dir string) (ca, cert, key string) {
 // at start with the key.
 func TestTLSBetweenApps(t *testing.T) {
 	noLeaks(t)
-	ca, cert, key := writeTestPKI(t, t.TempDir())
+	ca, cert, key := testpki.WriteFiles(t, t.TempDir())
 	tlsYAML := fmt.Sprintf("tls: {ca-cert-file: %q, tls-cert-file: %q, tls-key-file: %q}\n", ca, cert, key)
 	svc := &vault{}
 	addr := freePort(t)

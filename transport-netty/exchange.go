@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -630,16 +629,7 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 const MaxErrorText = 4 << 10
 
 // cutText cuts s to MaxErrorText bytes at a rune boundary, saying so.
-func cutText(s string) string {
-	if len(s) <= MaxErrorText {
-		return s
-	}
-	i := MaxErrorText
-	for i > 0 && s[i]&0xc0 == 0x80 {
-		i--
-	}
-	return s[:i] + "…(" + strconv.Itoa(len(s)) + " bytes)"
-}
+func cutText(s string) string { return view.Cut(s, MaxErrorText) }
 
 // reply sends resp, so that the caller always gets an answer: an error text
 // is cut to fit, and a result that cannot be encoded (too large, a type the

@@ -2,16 +2,8 @@ package netty
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,49 +11,9 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/testpki"
 	"github.com/weftrpc/weft/kernel"
 )
-
-// testCA issues certificates for the tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  string
-}
-
-func newTestCA(t testing.TB, name string) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
-}
-
-// issue returns a certificate and key (PEM) for 127.0.0.1, valid until
-// notAfter.
-func (ca *testCA) issue(t testing.TB, cn string, notAfter time.Time) (certPEM, keyPEM string) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
-}
 
 func mustTLS(t testing.TB, c TLSConfig) *TLS {
 	t.Helper()
@@ -110,11 +62,11 @@ func callOnce(t *testing.T, tr *Transporter, addr string) error {
 // clients throughout.
 func TestTLSAndMutualTLS(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca, other := newTestCA(t, "weft test CA"), newTestCA(t, "another CA")
-	srvCert, srvKey := ca.issue(t, "server", time.Now().Add(time.Hour))
-	cliCert, cliKey := ca.issue(t, "client", time.Now().Add(time.Hour))
-	server := tlsServer(t, NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.pem, Cert: srvCert, Key: srvKey})))
-	good := NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.pem, Cert: cliCert, Key: cliKey}))
+	ca, other := testpki.NewCA(t, "weft test CA"), testpki.NewCA(t, "another CA")
+	srvCert, srvKey := ca.Issue(t, "server", time.Now().Add(time.Hour))
+	cliCert, cliKey := ca.Issue(t, "client", time.Now().Add(time.Hour))
+	server := tlsServer(t, NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.PEM, Cert: srvCert, Key: srvKey})))
+	good := NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.PEM, Cert: cliCert, Key: cliKey}))
 	if err := callOnce(t, good, server.Addr()); err != nil {
 		t.Fatalf("a good client: %v", err)
 	}
@@ -123,8 +75,8 @@ func TestTLSAndMutualTLS(t *testing.T) {
 		tr   *Transporter
 		want string
 	}{
-		{"wrong CA", NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: other.pem, Cert: cliCert, Key: cliKey})), "not signed by the configured CA"},
-		{"no client certificate", NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.pem})), "certificate required"},
+		{"wrong CA", NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: other.PEM, Cert: cliCert, Key: cliKey})), "not signed by the configured CA"},
+		{"no client certificate", NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.PEM})), "certificate required"},
 		{"plain client", NewTransporter(log), "takes TLS connections only"},
 	} {
 		err := callOnce(t, tc.tr, server.Addr())
@@ -147,9 +99,9 @@ func TestTLSAndMutualTLS(t *testing.T) {
 	}
 
 	// An expired server certificate.
-	oldCert, oldKey := ca.issue(t, "server", time.Now().Add(-time.Hour))
+	oldCert, oldKey := ca.Issue(t, "server", time.Now().Add(-time.Hour))
 	expired := tlsServer(t, NewTLSTransporter(log, mustTLS(t, TLSConfig{Cert: oldCert, Key: oldKey})))
-	err = callOnce(t, NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.pem})), expired.Addr())
+	err = callOnce(t, NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca.PEM})), expired.Addr())
 	t.Logf("expired: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("expired server certificate: %v", err)
@@ -162,7 +114,7 @@ func TestTLSAndMutualTLS(t *testing.T) {
 func TestTLSReloadsChangedFiles(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
-	ca1, ca2 := newTestCA(t, "first CA"), newTestCA(t, "second CA")
+	ca1, ca2 := testpki.NewCA(t, "first CA"), testpki.NewCA(t, "second CA")
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
 		tmp := p + ".tmp"
@@ -174,15 +126,15 @@ func TestTLSReloadsChangedFiles(t *testing.T) {
 		}
 		return p
 	}
-	c1, k1 := ca1.issue(t, "server", time.Now().Add(time.Hour))
+	c1, k1 := ca1.Issue(t, "server", time.Now().Add(time.Hour))
 	certFile, keyFile := write("server.pem", c1), write("server.key", k1)
 	server := tlsServer(t, NewTLSTransporter(log, mustTLS(t, TLSConfig{CertFile: certFile, KeyFile: keyFile})))
-	trust1 := NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca1.pem}))
-	trust2 := NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca2.pem}))
+	trust1 := NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca1.PEM}))
+	trust2 := NewTLSTransporter(log, mustTLS(t, TLSConfig{CACert: ca2.PEM}))
 	if err := callOnce(t, trust1, server.Addr()); err != nil {
 		t.Fatalf("before the reload: %v", err)
 	}
-	c2, k2 := ca2.issue(t, "server", time.Now().Add(time.Hour))
+	c2, k2 := ca2.Issue(t, "server", time.Now().Add(time.Hour))
 	write("server.key", k2)
 	write("server.pem", c2+"\n") // another size, whatever the clock's resolution
 	deadline := time.Now().Add(5 * time.Second)
@@ -219,14 +171,14 @@ func TestNewTLSErrors(t *testing.T) {
 // setup (per handshake, ECDSA P-256, TLS 1.3).
 func BenchmarkTLSRoundTrip(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca := newTestCA(b, "bench CA")
-	cert, key := ca.issue(b, "server", time.Now().Add(time.Hour))
+	ca := testpki.NewCA(b, "bench CA")
+	cert, key := ca.Issue(b, "server", time.Now().Add(time.Hour))
 	for _, tc := range []struct {
 		name     string
 		srv, cli *Transporter
 	}{
 		{"plain", NewTransporter(log), NewTransporter(log)},
-		{"tls", NewTLSTransporter(log, mustTLS(b, TLSConfig{Cert: cert, Key: key})), NewTLSTransporter(log, mustTLS(b, TLSConfig{CACert: ca.pem}))},
+		{"tls", NewTLSTransporter(log, mustTLS(b, TLSConfig{Cert: cert, Key: key})), NewTLSTransporter(log, mustTLS(b, TLSConfig{CACert: ca.PEM}))},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv, err := Bind(tc.srv, kernel.MustParseURL("dubbo://127.0.0.1:0"), testCodec{}, echoData{}, ServerOptions{})
@@ -250,14 +202,14 @@ func BenchmarkTLSRoundTrip(b *testing.B) {
 
 func BenchmarkTLSHandshake(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca := newTestCA(b, "bench CA")
-	cert, key := ca.issue(b, "server", time.Now().Add(time.Hour))
+	ca := testpki.NewCA(b, "bench CA")
+	cert, key := ca.Issue(b, "server", time.Now().Add(time.Hour))
 	srv, err := Bind(NewTLSTransporter(log, mustTLS(b, TLSConfig{Cert: cert, Key: key})), kernel.MustParseURL("dubbo://127.0.0.1:0"), testCodec{}, echoData{}, ServerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close(time.Second)
-	cli := NewTLSTransporter(log, mustTLS(b, TLSConfig{CACert: ca.pem}))
+	cli := NewTLSTransporter(log, mustTLS(b, TLSConfig{CACert: ca.PEM}))
 	u := kernel.MustParseURL("dubbo://" + srv.Addr())
 	b.ResetTimer()
 	for range b.N {

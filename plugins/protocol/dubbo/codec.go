@@ -106,9 +106,9 @@ func (c *Codec) WithDecodeFactor(factor int) *Codec {
 	return c
 }
 
-func (c *Codec) budget(d *hessian2.Decoder, n int) *hessian2.Decoder {
+func (c *Codec) budget(d *hessian2.Decoder) *hessian2.Decoder {
 	if c.factor > 0 {
-		d.SetBudget(hessian2.BudgetFactorFor(n, c.factor))
+		d.SetBudgetFactor(c.factor)
 	}
 	return d
 }
@@ -392,7 +392,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 }
 
 func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
-	d := c.budget(hessian2.NewInterningDecoder(body, c.intern), len(body))
+	d := c.budget(hessian2.NewInterningDecoder(body, c.intern))
 	var strs [5]string
 	for i := range strs {
 		s, err := d.DecodeString()
@@ -432,7 +432,7 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 }
 
 func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
-	d := c.budget(hessian2.NewDecoder(body), len(body))
+	d := c.budget(hessian2.NewDecoder(body))
 	fv, err := d.Decode()
 	if err != nil {
 		return fmt.Errorf("decode response flag: %w", err)

@@ -82,7 +82,7 @@ func TestDecodeBudgetAcceptsRealData(t *testing.T) {
 			if _, err := NewDecoder(data).Decode(); err == nil {
 				t.Errorf("%s: decoded within the default budget", name)
 			}
-			d.SetBudget(BudgetFactorFor(len(data), 16))
+			d.SetBudgetFactor(16)
 		}
 		if _, err := d.Decode(); err != nil {
 			t.Errorf("%s (%d bytes): %v", name, len(data), err)

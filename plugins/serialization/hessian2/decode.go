@@ -38,10 +38,11 @@ func BudgetFor(n int) int64 { return BudgetFactorFor(n, BudgetFactor) }
 // (a protocol's `decode.factor`): factor × n + BudgetSlack.
 func BudgetFactorFor(n, factor int) int64 { return int64(factor)*int64(n) + BudgetSlack }
 
-// SetBudget replaces the decoder's memory budget (see BudgetFor); call it
-// before the first Decode.
-func (d *Decoder) SetBudget(n int64) {
-	d.budget, d.factor = n, int((n-BudgetSlack)/max(int64(d.size), 1))
+// SetBudgetFactor gives the decoder the budget of another factor (a
+// protocol's `decode.factor`, see BudgetFactorFor); call it before the
+// first Decode.
+func (d *Decoder) SetBudgetFactor(factor int) {
+	d.budget, d.factor = BudgetFactorFor(d.size, factor), factor
 }
 
 // Sizes charged to the budget.
