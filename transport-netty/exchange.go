@@ -458,9 +458,11 @@ func (c *ExchangeClient) Connected(extension.Channel) {}
 func (c *ExchangeClient) Disconnected(ch extension.Channel) {
 	msg := "connection to " + c.url.Address() + " closed"
 	if err := ch.(*Conn).Err(); err != nil {
-		// Say why: a TLS server refusing this client's certificate, say,
-		// closes right after the handshake with an alert.
+		// Say why, to the calls in flight and to those that find the
+		// client not connected: a TLS server refusing this client's
+		// certificate, say, closes right after the handshake with an alert.
 		msg += ": " + cutText(err.Error())
+		c.lastErr.Store(&err)
 	}
 	c.pending.failConn(ch.(*Conn), StatusChannelInactive, msg)
 	select {
