@@ -124,9 +124,9 @@ func TestFailoverTimeoutPerTry(t *testing.T) {
 		t.Fatalf("%d tries, want 3", n)
 	}
 	ps = providers(3, frozen)
+	start = time.Now() // before the deadline is set: it counts from here
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
-	start = time.Now()
 	_, err = join(t, Failover, "consumer://h/S?retries=2&m.timeout=100", ps).Invoke(ctx, kernel.NewInvocation("m"))
 	took = time.Since(start)
 	if kernel.CodeOf(err) != kernel.CodeTimeout || took < 150*time.Millisecond || took > 400*time.Millisecond {
