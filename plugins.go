@@ -17,6 +17,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/activelimit"
 	ctxfilter "github.com/weftrpc/weft/plugins/filter/context"
 	"github.com/weftrpc/weft/plugins/filter/echo"
+	"github.com/weftrpc/weft/plugins/filter/exception"
 	"github.com/weftrpc/weft/plugins/filter/executelimit"
 	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/plugins/filter/timeout"
@@ -131,6 +132,11 @@ func builtins() fx.Option {
 		Plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: accesslog.Name, Activate: accesslog.Activation(),
 				New: func() (extension.Filter, error) { return accesslog.New(log), nil }}
+		}),
+		Plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
+			// New per App: its log limiter is the App's.
+			return Extension[extension.Filter]{Name: exception.Name, Activate: exception.Activation(),
+				New: func() (extension.Filter, error) { return exception.New(log), nil }}
 		}),
 		Plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: executelimit.Name, New: value(executelimit.New(st)), Activate: executelimit.Activation()}

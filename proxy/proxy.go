@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -169,7 +170,7 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = kernel.Result{}, kernel.BizError(fmt.Errorf("panic in %s.%s: %v", s.url.ServiceKey(), md.name, p))
+			res, err = kernel.Result{}, kernel.BizError(newPanic(s.url.ServiceKey(), md.name, p))
 		}
 	}()
 	out := md.fn.Call(in)
@@ -220,6 +221,44 @@ func fastPath(fn any) func(ctx context.Context, args []any) (any, error, bool) {
 	return nil
 }
 
+// PanicError is a panic in a service method, recovered: the Go form of
+// Java's unchecked, undeclared exception (a fault in the provider, not an
+// answer the method meant to give). It travels as a business error; the
+// exception filter logs it with Stack and sends it as
+// java.lang.RuntimeException.
+type PanicError struct {
+	Service, Method string
+	// Value is what the method panicked with.
+	Value any
+	// Stack is the panicking goroutine's stack, for the provider's log only.
+	Stack []byte
+}
+
+func newPanic(svc, method string, p any) *PanicError {
+	return &PanicError{Service: svc, Method: method, Value: p, Stack: debug.Stack()}
+}
+
+func (e *PanicError) Error() string {
+	var v string
+	switch p := e.Value.(type) {
+	case error:
+		v = p.Error()
+	case string:
+		v = p
+	default:
+		// A panic value may hold what a caller sent: bounded, as every
+		// walk of such a value.
+		v = view.Text(p)
+	}
+	return "panic in " + e.Service + "." + e.Method + ": " + view.Cut(v, 4096)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
 // callFast runs a fast caller, turning a panic into a business error as the
 // general path does.
 func callFast(fast func(context.Context, []any) (any, error, bool), ctx context.Context, args []any, svc, name string) (v any, err error, ok bool) {
@@ -228,7 +267,7 @@ func callFast(fast func(context.Context, []any) (any, error, bool), ctx context.
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			v, err, ok = nil, fmt.Errorf("panic in %s.%s: %v", svc, name, p), true
+			v, err, ok = nil, newPanic(svc, name, p), true
 		}
 	}()
 	return fast(ctx, args)
