@@ -28,6 +28,7 @@ const (
 	DefaultMaxMemoryPages = 512
 	DefaultTimeout        = time.Second
 	DefaultInitTimeout    = 5 * time.Second
+	DefaultWarnInterval   = 30 * time.Second
 )
 
 // Config describes one WASM filter.
@@ -58,6 +59,22 @@ type Config struct {
 	// MaxIdle bounds the idle instances kept for reuse (default
 	// 16 + 2×GOMAXPROCS).
 	MaxIdle int
+	// MaxInstances caps the instances of a module version, idle, busy and
+	// starting alike (the spare the pool keeps counts). When all are busy a
+	// call waits for one until its deadline, or for the filter's Timeout when
+	// it has none, then fails with CodeLimitExceeded. 0 (the default) sets
+	// no cap: instances are made as concurrent calls need them, bounded only
+	// by the App's own concurrency (the provider's threads, the consumer's
+	// callers). During a reload the old version's busy instances finish their
+	// calls outside the new version's count.
+	MaxInstances int
+	// WarnInterval rate-limits the host's warnings (traps, timeouts,
+	// max_instances reached, failed start-ups): at most one line per kind per
+	// interval, the next line saying how many were suppressed (default
+	// DefaultWarnInterval). Failures are rarely alone: a broken guest or an
+	// overloaded pool fails every call, and one line per call would flood
+	// the log.
+	WarnInterval time.Duration
 	// Log receives guest logs and the host's warnings (default: discarded).
 	Log *slog.Logger
 	// Counters is the store of counter_add, shared by the filters of an App
@@ -68,16 +85,18 @@ type Config struct {
 // Filter is a WASM module acting as an extension.Filter. It is safe for
 // concurrent use; Close releases it.
 type Filter struct {
-	name        string
-	path        string
-	timeout     time.Duration
-	initTimeout time.Duration
-	maxPages    uint32
-	maxIdle     int
-	log         *slog.Logger
-	counters    *Counters
-	config      []byte // get_config's JSON for versions loaded from now on; under mu
-	data        []byte // the current module's bytes, for SetConfig; under mu
+	name         string
+	path         string
+	timeout      time.Duration
+	initTimeout  time.Duration
+	maxPages     uint32
+	maxIdle      int
+	maxInstances int
+	log          *slog.Logger
+	warns        warnLimiter
+	counters     *Counters
+	config       []byte // get_config's JSON for versions loaded from now on; under mu
+	data         []byte // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -113,7 +132,14 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
 	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
-		maxIdle: c.MaxIdle, log: c.Log, counters: c.Counters}
+		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters}
+	f.warns.every = c.WarnInterval
+	if f.warns.every <= 0 {
+		f.warns.every = DefaultWarnInterval
+	}
+	if f.maxInstances < 0 {
+		return nil, fmt.Errorf("max_instances %d is negative: want 0 (no cap) or the most instances of the module", f.maxInstances)
+	}
 	f.starting, f.stopStarting = context.WithCancel(context.Background())
 	if f.timeout <= 0 {
 		f.timeout = DefaultTimeout
@@ -338,6 +364,9 @@ type Stats struct {
 	// MaxBusy is the largest number of calls ever seen on one instance at
 	// once: 1 unless the pool is broken.
 	MaxBusy int32
+	// Waiting counts the calls waiting for an instance of the current
+	// version now (MaxInstances reached).
+	Waiting int
 }
 
 // Stats returns the filter's counts.
@@ -346,7 +375,7 @@ func (f *Filter) Stats() Stats {
 		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load()}
 	if v := f.cur.Load(); v != nil {
 		v.mu.Lock()
-		s.Version, s.Live, s.Idle = v.seq, v.live-v.creating, len(v.idle)
+		s.Version, s.Live, s.Idle, s.Waiting = v.seq, v.live-v.creating, len(v.idle), len(v.waiters)
 		v.mu.Unlock()
 	}
 	return s
@@ -366,6 +395,10 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	}
 	if err == errRetired {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
+	}
+	var full *errFull
+	if errors.As(err, &full) {
+		return kernel.Result{}, f.fullError(ctx, full.waited)
 	}
 	if err == errStarting {
 		return kernel.Result{}, f.ctxError(ctx.Err(), "while a new instance was starting (none was idle); that instance will serve a later call")
@@ -416,6 +449,29 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	in.end()
 	v.put(in)
 	return res, callErr
+}
+
+// fullError is the error of a call that waited for an instance while
+// max_instances were busy, until its context or the filter's timeout ended
+// the wait. It says how to fix it, and is logged (rate-limited): a pool too
+// small for the load fails calls in bursts.
+func (f *Filter) fullError(ctx context.Context, waited time.Duration) error {
+	waited = waited.Round(time.Millisecond)
+	key := "wasm.filters." + f.name
+	var ke *kernel.Error
+	switch err := ctx.Err(); {
+	case errors.Is(err, context.Canceled):
+		ke = kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: the call was cancelled after waiting %v for an instance (max_instances %d reached, every instance busy)",
+			f.name, waited, f.maxInstances)
+	case err != nil:
+		ke = kernel.Wrap(kernel.CodeLimitExceeded, err, "wasm filter %q: max_instances %d reached: every instance was busy until the call's deadline (waited %v); raise %s.max_instances (0: no cap) or the call's timeout",
+			f.name, f.maxInstances, waited, key)
+	default:
+		ke = kernel.Errorf(kernel.CodeLimitExceeded, "wasm filter %q: max_instances %d reached: every instance was busy for the filter's timeout of %v, the longest a call without deadline waits; raise %s.max_instances (0: no cap) or %s.timeout",
+			f.name, f.maxInstances, f.timeout, key, key)
+	}
+	f.warn(warnFull, "weft: wasm filter has every instance busy (max_instances reached); a call waited and failed", "error", ke.Msg)
+	return ke
 }
 
 // ctxError is the error of a call whose context was done when (when says) it

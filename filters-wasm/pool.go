@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,23 @@ type version struct {
 	filling  bool        // a spare is being created in the background
 	retired  bool
 	released sync.Once
+	// waiters are the calls waiting for an instance because max_instances
+	// are live, first come first served: a returned instance, or room for a
+	// new one, goes to waiters[0] before the idle stack or a spare.
+	waiters []*waiter
+}
+
+// waiter is one call waiting for an instance. ch is buffered and sent to
+// under mu, once, after the waiter left waiters: the sender never blocks,
+// and a waiter that gives up finds a grant made just before it in ch.
+type waiter struct{ ch chan grant }
+
+// grant is what a waiter gets: an instance, room to make one (already
+// counted in live and creating), or word that the version was retired.
+type grant struct {
+	in      *instance
+	room    bool
+	retired bool
 }
 
 // errRetired is get's answer when a reload retired v between the caller's
@@ -50,7 +68,9 @@ var errStarting = errors.New("a new instance was still starting")
 // instantiate), and the call waits for it only while its context allows:
 // when ctx is done first, get returns errStarting at once and the instance,
 // once started, is kept for a later call. Whenever get leaves no instance
-// idle, a spare is made in the background.
+// idle, a spare is made in the background. When max_instances are live
+// (the spare included), the call waits for one to come back or to be
+// discarded (see wait).
 func (v *version) get(ctx context.Context) (*instance, error) {
 	v.mu.Lock()
 	if v.retired {
@@ -65,13 +85,47 @@ func (v *version) get(ctx context.Context) (*instance, error) {
 		v.mu.Unlock()
 		return in, nil
 	}
+	if !v.roomLocked() {
+		w := &waiter{ch: make(chan grant, 1)}
+		v.waiters = append(v.waiters, w)
+		v.mu.Unlock()
+		g, err := v.wait(ctx, w)
+		switch {
+		case err != nil:
+			return nil, err
+		case g.retired:
+			return nil, errRetired
+		case g.in != nil:
+			return g.in, nil
+		}
+		return v.start(ctx) // g.room: counted for this call
+	}
 	v.live++
 	v.creating++
 	v.spareLocked()
+	v.mu.Unlock()
+	return v.start(ctx)
+}
+
+// start makes an instance already counted in live and creating for a call,
+// waiting for it while ctx allows (see get).
+func (v *version) start(ctx context.Context) (*instance, error) {
 	if ctx.Done() == nil {
 		// Nothing can end the wait: start the instance on this goroutine.
-		v.mu.Unlock()
 		return v.create()
+	}
+	v.mu.Lock()
+	if v.retired {
+		// Retired since the room was counted (a grant raced with a
+		// reload or Close): Close may be past its Wait, so no background
+		// work may start now.
+		v.unroomLocked()
+		last := v.live == 0
+		v.mu.Unlock()
+		if last {
+			v.release()
+		}
+		return nil, errRetired
 	}
 	v.f.bg.Add(1) // under mu with v not retired: before Close's Wait
 	v.mu.Unlock()
@@ -110,12 +164,90 @@ func (v *version) get(ctx context.Context) (*instance, error) {
 	return m.in, m.err
 }
 
+// roomLocked says whether another instance may be made: max_instances
+// counts every live one, idle, busy or starting (the spare too).
+func (v *version) roomLocked() bool {
+	return v.f.maxInstances <= 0 || v.live < v.f.maxInstances
+}
+
+// unroomLocked takes back room counted for an instance that will not be
+// made, and offers it to the next waiter.
+func (v *version) unroomLocked() {
+	v.live--
+	v.creating--
+	v.grantLocked()
+}
+
+// grantLocked gives the room that max_instances leaves to waiting calls, in
+// order; each makes its own instance, under its own deadline. v.mu is held.
+func (v *version) grantLocked() {
+	for len(v.waiters) > 0 && !v.retired && v.roomLocked() {
+		w := v.waiters[0]
+		v.waiters[0] = nil
+		v.waiters = v.waiters[1:]
+		v.live++
+		v.creating++
+		w.ch <- grant{room: true}
+	}
+}
+
+// errFull is wait's answer when the call's wait for an instance ended
+// before one was free; Invoke turns it into the call's error.
+type errFull struct{ waited time.Duration }
+
+func (e *errFull) Error() string { return "every instance was busy (max_instances)" }
+
+// wait waits for a returned instance, or room for a new one, until ctx is
+// done; a call without deadline waits at most the filter's timeout, the
+// bound its guest calls would have (a call never waits without end behind
+// calls that hold every instance). A grant that arrives as the wait ends
+// is used if ctx still allows, else passed on.
+func (v *version) wait(ctx context.Context, w *waiter) (grant, error) {
+	start := time.Now()
+	wctx := ctx
+	_, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, v.f.timeout)
+		defer cancel()
+	}
+	select {
+	case g := <-w.ch:
+		return g, nil
+	case <-wctx.Done():
+	}
+	v.mu.Lock()
+	if i := slices.Index(v.waiters, w); i >= 0 {
+		v.waiters = slices.Delete(v.waiters, i, i+1)
+		v.mu.Unlock()
+		return grant{}, &errFull{waited: time.Since(start)}
+	}
+	v.mu.Unlock()
+	g := <-w.ch // granted just before the wait ended
+	if ctx.Err() == nil || g.retired {
+		return g, nil
+	}
+	switch {
+	case g.in != nil:
+		v.put(g.in)
+	case g.room:
+		v.mu.Lock()
+		v.unroomLocked()
+		last := v.retired && v.live == 0
+		v.mu.Unlock()
+		if last {
+			v.release()
+		}
+	}
+	return grant{}, &errFull{waited: time.Since(start)}
+}
+
 // spareLocked starts making a spare instance in the background when none is
 // idle and none is being made already, so that the next call, and the one
 // after a failure cost an instance, rarely waits for a start-up. v.mu is
 // held.
 func (v *version) spareLocked() {
-	if v.retired || v.filling || len(v.idle) > 0 || v.f.closed.Load() {
+	if v.retired || v.filling || len(v.idle) > 0 || v.f.closed.Load() || !v.roomLocked() {
 		return
 	}
 	v.filling = true
@@ -144,6 +276,7 @@ func (v *version) create() (*instance, error) {
 	v.creating--
 	if err != nil {
 		v.live--
+		v.grantLocked()
 		last := v.retired && v.live == 0
 		v.mu.Unlock()
 		if last {
@@ -160,13 +293,24 @@ func (v *version) create() (*instance, error) {
 // call is there to report it (the next call to need one will).
 func (v *version) createFailed(err error) {
 	if !v.f.closed.Load() {
-		v.f.log.Warn("weft: wasm filter could not start an instance", "module_version", v.seq, "error", err.Error())
+		v.f.warn(warnStart, "weft: wasm filter could not start an instance", "module_version", v.seq, "error", err.Error())
 	}
 }
 
 // put returns a healthy instance after its call.
 func (v *version) put(in *instance) {
 	v.mu.Lock()
+	if !v.retired && len(v.waiters) > 0 {
+		w := v.waiters[0]
+		v.waiters[0] = nil
+		v.waiters = v.waiters[1:]
+		// The instance goes from one call to the next without becoming
+		// idle: a spare is due as when a call takes the last idle one.
+		v.spareLocked()
+		v.mu.Unlock()
+		w.ch <- grant{in: in}
+		return
+	}
 	if !v.retired && len(v.idle) < v.f.maxIdle {
 		v.idle = append(v.idle, in)
 		v.mu.Unlock()
@@ -185,6 +329,7 @@ func (v *version) discard(in *instance) {
 	v.mu.Lock()
 	v.live--
 	last := v.retired && v.live == 0
+	v.grantLocked()
 	v.spareLocked()
 	v.mu.Unlock()
 	if last {
@@ -199,6 +344,12 @@ func (v *version) retire() {
 	idle := v.idle
 	v.idle = nil
 	none := v.live == 0
+	// Waiting calls go on to the new version (or learn that the filter
+	// is closed).
+	for _, w := range v.waiters {
+		w.ch <- grant{retired: true}
+	}
+	v.waiters = nil
 	v.mu.Unlock()
 	for _, in := range idle {
 		v.discard(in)
@@ -423,7 +574,11 @@ func (in *instance) failure(cctx context.Context, what string, err error, timedO
 			f.name, what, in.mem.Size()/65536, f.maxPages)
 	}
 	f.stats.failures.Add(1)
-	f.log.Warn("weft: wasm filter call failed", "module_version", in.v.seq, "error", ke.Msg, "detail", err.Error())
+	kind := warnTrap
+	if ke.Code == kernel.CodeTimeout || errors.Is(ke, context.Canceled) {
+		kind = warnTimeout
+	}
+	f.warn(kind, "weft: wasm filter call failed", "module_version", in.v.seq, "error", ke.Msg, "detail", err.Error())
 	return ke
 }
 
