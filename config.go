@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -91,8 +92,10 @@ type WasmConfig struct {
 // filter: with Groups (and Keys) it joins the activated set of those groups
 // at Order; without Groups it runs only where a filter list names it.
 type WasmFilterConfig struct {
-	// Path is the module file, relative to the working directory. It is
-	// watched: a new file replaces the module without a restart.
+	// Path is the module file. A relative path set by a config file is
+	// relative to that file's directory (LoadConfig makes it absolute), one
+	// set by a YAML string or a WEFT_* variable to the working directory.
+	// It is watched: a new file replaces the module without a restart.
 	Path   string   `koanf:"path"`
 	Groups []string `koanf:"groups"`
 	Keys   []string `koanf:"keys"`
@@ -103,6 +106,12 @@ type WasmFilterConfig struct {
 	// Timeout (ms) bounds each guest callback of a call that has no deadline
 	// of its own (default 1000); a call's deadline applies when it has one.
 	Timeout int `koanf:"timeout"`
+	// MaxInstances caps the module's instances (idle, busy and starting,
+	// the pool's spare included); a call that finds all busy waits for one
+	// until its deadline (Timeout without one), then fails as limit
+	// exceeded. 0 or unset: no cap, instances made as concurrent calls need
+	// them.
+	MaxInstances int `koanf:"max_instances"`
 	// Config is the filter's own configuration, given to the guest as JSON
 	// by get_config.
 	Config map[string]any `koanf:"config"`
@@ -313,9 +322,23 @@ func (p envSource) load(k *koanf.Koanf) error {
 // with a bad value is rejected whole.
 func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	k := koanf.New(".")
+	// wasmFrom is, by filter name, the config file that last set its path
+	// ("" for a YAML string or the environment): each source is loaded on
+	// its own, then merged, so that which keys it set is known.
+	wasmFrom := map[string]string{}
 	for _, s := range sources {
-		if err := s.load(k); err != nil {
+		one := koanf.New(".")
+		if err := s.load(one); err != nil {
 			return nil, err
+		}
+		file, _ := s.(fileSource)
+		for _, key := range one.Keys() {
+			if name, ok := wasmPathKey(key); ok {
+				wasmFrom[name] = string(file)
+			}
+		}
+		if err := k.Merge(one); err != nil {
+			return nil, fmt.Errorf("weft: config: %w", err)
 		}
 	}
 	keys := k.Keys()
@@ -335,7 +358,45 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	if errs := checkValues(&cfg, k.Exists); len(errs) > 0 {
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
 	}
+	if err := resolveWasmPaths(&cfg, wasmFrom); err != nil {
+		return nil, err
+	}
 	return &cfg, nil
+}
+
+// wasmPathKey reports whether a flattened key is wasm.filters.<name>.path,
+// and the name. (A path key inside a filter's free-form config has more
+// levels, and is not one.)
+func wasmPathKey(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, "wasm.filters.")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(name, ".path")
+	return name, ok && name != "" && !strings.Contains(name, ".")
+}
+
+// resolveWasmPaths makes a relative wasm.filters.<name>.path set by a config
+// file relative to that file's directory, as an absolute path: a config file
+// and the modules it names are deployed together, wherever the App is started
+// from, and an absolute path stays right if the working directory changes
+// while the App runs (the file is polled for reloads). A path from a YAML
+// string or the environment has no file to be relative to and stays relative
+// to the working directory.
+func resolveWasmPaths(cfg *Config, from map[string]string) error {
+	for name, wc := range cfg.Wasm.Filters {
+		file := from[name]
+		if file == "" || wc.Path == "" || filepath.IsAbs(wc.Path) {
+			continue
+		}
+		dir, err := filepath.Abs(filepath.Dir(file))
+		if err != nil {
+			return fmt.Errorf("weft: config: wasm.filters.%s.path: cannot resolve %q against the directory of %s: %w", name, wc.Path, file, err)
+		}
+		wc.Path = filepath.Join(dir, wc.Path)
+		cfg.Wasm.Filters[name] = wc
+	}
+	return nil
 }
 
 // valueRule is the range of one numeric setting, and what to say when a
@@ -393,6 +454,9 @@ var (
 		fix:  "set the memory cap of an instance in pages, e.g. max_memory_pages: 512"}
 	ruleWasmTimeout = valueRule{min: 0, max: math.MaxInt64,
 		want: ">= 0 ms (0 or unset: the default 1000 ms)", fix: "set the ms each guest callback may take, or remove the key"}
+	ruleWasmInstances = valueRule{min: 0, max: math.MaxInt32,
+		want: ">= 0 instances (0 or unset: no cap, instances made as concurrent calls need them)",
+		fix:  "set the most instances of the module at once, e.g. max_instances: 8, or 0 for no cap"}
 )
 
 // checkValues reports every numeric setting of cfg that has no meaning
@@ -471,6 +535,7 @@ func checkValues(cfg *Config, set func(key string) bool) []error {
 		path := "wasm.filters." + name
 		check(path+".max_memory_pages", wc.MaxMemoryPages, ruleWasmPages)
 		check(path+".timeout", wc.Timeout, ruleWasmTimeout)
+		check(path+".max_instances", wc.MaxInstances, ruleWasmInstances)
 	}
 	// Router priorities and WASM filter orders are any int: they only sort.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })

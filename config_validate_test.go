@@ -100,7 +100,7 @@ func TestConfigRejectsMeaninglessValues(t *testing.T) {
 			[]string{"protocols.dubbo.payload: 0 is not allowed"}},
 		{"payload over 32 bits", `protocols: {dubbo: {payload: 4294967296}}`,
 			[]string{"protocols.dubbo.payload: 4294967296 is not allowed", "32-bit"}},
-		// wasm: max_memory_pages 0..65536, timeout >= 0 (checked before the
+		// wasm: max_memory_pages 0..65536, timeout and max_instances >= 0 (checked before the
 		// module is looked at).
 		{"wasm pages", `wasm: {filters: {wasm-x: {path: x.wasm, max_memory_pages: 70000}}}`,
 			[]string{"wasm.filters.wasm-x.max_memory_pages: 70000 is not allowed", "0..65536"}},
@@ -108,6 +108,9 @@ func TestConfigRejectsMeaninglessValues(t *testing.T) {
 			[]string{"wasm.filters.wasm-x.max_memory_pages: -1 is not allowed"}},
 		{"wasm timeout", `wasm: {filters: {wasm-x: {path: x.wasm, timeout: -1}}}`,
 			[]string{"wasm.filters.wasm-x.timeout: -1 is not allowed", ">= 0"}},
+		{"wasm instances negative", `wasm: {filters: {wasm-x: {path: x.wasm, max_instances: -2}}}`,
+			[]string{"wasm.filters.wasm-x.max_instances: -2 is not allowed: want >= 0 instances (0 or unset: no cap",
+				"set the most instances of the module at once, e.g. max_instances: 8, or 0 for no cap"}},
 		// Every bad value is reported at once, in key order.
 		{"several", `
 consumer: {timeout: -5, references: {greeter: {retries: -1}}}

@@ -276,7 +276,7 @@ func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) (w
 		f, err := wasmfilter.New(context.Background(), wasmfilter.Config{
 			Name: name, Path: wc.Path, MaxMemoryPages: uint32(wc.MaxMemoryPages),
 			Timeout: time.Duration(wc.Timeout) * time.Millisecond, Settings: wc.Config,
-			Log: log, Counters: counters,
+			MaxInstances: wc.MaxInstances, Log: log, Counters: counters,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))

@@ -156,7 +156,7 @@ func TestWasmConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, pathh: x}}}", noop),
-			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: config, groups, keys, max_memory_pages, order, path, timeout)"}},
+			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: config, groups, keys, max_instances, max_memory_pages, order, path, timeout)"}},
 		{"wasm: {filters: {wasm-x: {path: /nonexistent/x.wasm}}}",
 			[]string{"wasm.filters.wasm-x: stat /nonexistent/x.wasm: no such file or directory"}},
 		{"wasm: {filters: {wasm-x: {groups: [provider]}}}",
@@ -183,6 +183,50 @@ func TestWasmConfigErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s:\n error %q\n lacks %q", c.yaml, err, w)
 			}
+		}
+	}
+}
+
+// An App started from another working directory finds a module named by a
+// path relative to its config file, and runs it with max_instances set.
+func TestWasmPathRelativeToConfigFileInApp(t *testing.T) {
+	confDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(confDir, "filters"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	buildWasmGuest(t, filepath.Join(confDir, "filters"), "trace")
+	conf := filepath.Join(confDir, "weft.yaml")
+	if err := os.WriteFile(conf, []byte(`
+protocols: {injvm: {name: injvm}}
+wasm:
+  filters:
+    wasm-t: {path: filters/trace.wasm, groups: [provider], max_instances: 1, config: {name: wasm-t}}
+provider:
+  services:
+    tracer: {interface: org.weft.Tracer}
+consumer:
+  references:
+    tracer: {interface: org.weft.Tracer, protocol: injvm}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	var c tracerClient
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithConfig(weft.ConfigFiles(conf)...),
+		weft.WithService("tracer", tracer{}), weft.WithReference("tracer", &c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	if got := app.Config().Wasm.Filters["wasm-t"].Path; got != filepath.Join(confDir, "filters", "trace.wasm") {
+		t.Errorf("resolved path %q", got)
+	}
+	for range 3 {
+		if got, err := c.Trace(context.Background()); err != nil || got != "wasm-t" {
+			t.Fatalf("trace %q, %v", got, err)
 		}
 	}
 }
