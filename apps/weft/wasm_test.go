@@ -70,3 +70,38 @@ func TestWasmCheckUsage(t *testing.T) {
 		t.Errorf("garbage: code %d, %q", code, out.String())
 	}
 }
+
+// -h prints what the check does, its argument and flags, and exits 0;
+// an unknown flag or a wrong number of arguments exits 2 with the usage.
+func TestWasmCheckHelp(t *testing.T) {
+	for _, args := range [][]string{{"wasm", "check", "-h"}, {"wasm", "check", "-help"}, {"wasm", "-h"}} {
+		var out, errb bytes.Buffer
+		if code := cli(args, &out, &errb); code != 0 {
+			t.Errorf("%v: code %d, want 0\n%s", args, code, errb.String())
+		}
+		for _, want := range []string{"usage: weft wasm check [-h] FILE.wasm", "weft_on_request", "FILE.wasm   the module file",
+			"-h, -help", "Exit status: 0 valid, 1 invalid or unreadable, 2 usage error", "512 pages", "5s start-up limit"} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("%v: usage lacks %q:\n%s", args, want, errb.String())
+			}
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: wrote to stdout: %q", args, out.String())
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"wasm", "check", "-x", "f.wasm"}, "flag provided but not defined: -x"},
+		{[]string{"wasm", "check", "a.wasm", "b.wasm"}, "want one module file, got 2 arguments"},
+		{[]string{"wasm", "inspect", "a.wasm"}, `unknown subcommand "inspect"`},
+		{[]string{"wasm"}, "usage: weft wasm check"},
+	} {
+		var out, errb bytes.Buffer
+		if code := cli(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) ||
+			!strings.Contains(errb.String(), "usage: weft wasm check [-h] FILE.wasm") {
+			t.Errorf("%v: code %d, want 2 with %q and the usage:\n%s", c.args, code, c.want, errb.String())
+		}
+	}
+}
