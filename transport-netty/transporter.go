@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -200,7 +201,7 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 				nc.SetWriteDeadline(time.Now().Add(time.Second))
 				nc.Write(frame)
 			}
-			nc.Close()
+			lingerClose(nc, pc.r)
 			s.logHandshake(nc, errors.New("a plain (non-TLS) client"))
 			return nil
 		}
@@ -213,6 +214,19 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 		return nil
 	}
 	return tc
+}
+
+// lingerClose closes a connection the server has just answered without
+// reading all the client sent. Closing at once loses the answer twice over:
+// a socket closed with unread input is reset, and a reset can discard the
+// answer before the client reads it; and dubbo-go's getty client drops a
+// response that arrives together with the end of its connection (it
+// reports only a read timeout). So the server reads what comes for up to a
+// second and 64 KiB, or until the client closes, and then closes.
+func lingerClose(nc net.Conn, r io.Reader) {
+	nc.SetReadDeadline(time.Now().Add(time.Second))
+	io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+	nc.Close()
 }
 
 // logHandshake warns of a failed handshake, at most once per

@@ -41,6 +41,7 @@ type Client struct {
 	url     string
 	id      string
 	timeout time.Duration
+	generic bool
 	conn    *client.Connection
 	closed  sync.Once
 	isDone  atomic.Bool
@@ -55,6 +56,15 @@ type ClientOption func(*Client)
 // WithTimeout sets the per-call timeout (default DefaultTimeout).
 func WithTimeout(d time.Duration) ClientOption {
 	return func(c *Client) { c.timeout = d }
+}
+
+// WithGeneric makes the client a generic reference, as dubbo-go's
+// `generic: true`: dubbo-go's generic filter turns each call of a method into
+// $invoke(method, types, args) with the arguments generalised to maps, sent as
+// a []hessian.Object (a typed list), and the generic=true attachment; results
+// come back in generic form (maps for POJOs).
+func WithGeneric() ClientOption {
+	return func(c *Client) { c.generic = true }
 }
 
 // NewClient connects a dubbo-go consumer to url, e.g. "dubbo://127.0.0.1:20000"
@@ -114,7 +124,11 @@ func dial(c *Client) (conn *client.Connection, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: new client: %w", err)
 	}
-	conn, err = cli.Dial(Interface, client.WithURL(c.url))
+	refOpts := []client.ReferenceOption{client.WithURL(c.url)}
+	if c.generic {
+		refOpts = append(refOpts, client.WithGeneric())
+	}
+	conn, err = cli.Dial(Interface, refOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: dial %s: %w", c.url, err)
 	}

@@ -5,6 +5,12 @@
 //
 //	dubbogo-echo -mode provider -addr 127.0.0.1:20880
 //	dubbogo-echo -mode bench -addr 127.0.0.1:20880 -c 64 -d 10s -size 128
+//	dubbogo-echo -mode call -addr 127.0.0.1:20880 -msg hello
+//
+// With -tls-ca, -tls-cert and -tls-key, every connection of the process is
+// dubbo-go's TLS (see dubbogo.UseTLS for what dubbo-go checks and does not).
+// In call mode it makes one echo call and prints the reply on stdout, or the
+// error on stderr with exit status 1.
 //
 // In provider mode it prints "listening <addr>" on stdout once bound and runs
 // until SIGINT or SIGTERM. In bench mode it prints a summary on stderr and, as
@@ -37,7 +43,7 @@ import (
 
 func main() {
 	var (
-		mode     = flag.String("mode", "provider", "provider or bench")
+		mode     = flag.String("mode", "provider", "provider, bench or call")
 		addr     = flag.String("addr", "127.0.0.1:20880", "provider address: where to listen (provider) or connect (bench)")
 		conc     = flag.Int("c", 16, "bench: concurrent callers")
 		dur      = flag.Duration("d", 10*time.Second, "bench: measured duration")
@@ -45,17 +51,29 @@ func main() {
 		size     = flag.Int("size", 128, "bench: payload bytes (a string of this many ASCII bytes)")
 		timeout  = flag.Duration("timeout", dubbogo.DefaultTimeout, "bench: per-call timeout")
 		logLevel = flag.String("log", "error", "dubbo-go log level: debug, info, warn, error")
+		msg      = flag.String("msg", "hello", "call: the string to echo")
+		tlsCA    = flag.String("tls-ca", "", "TLS: CA certificate file (PEM)")
+		tlsCert  = flag.String("tls-cert", "", "TLS: this side's certificate file (PEM)")
+		tlsKey   = flag.String("tls-key", "", "TLS: this side's key file (PEM)")
 	)
 	flag.Parse()
 	dubbogo.SetLogLevel(*logLevel)
 	var err error
+	if *tlsCA != "" || *tlsCert != "" || *tlsKey != "" {
+		if err := dubbogo.UseTLS(*tlsCA, *tlsCert, *tlsKey); err != nil {
+			fmt.Fprintln(os.Stderr, "dubbogo-echo:", err)
+			os.Exit(2)
+		}
+	}
 	switch *mode {
+	case "call":
+		err = call(*addr, *msg, *timeout)
 	case "provider":
 		err = provide(*addr)
 	case "bench":
 		err = bench(*addr, *conc, *warmup, *dur, *size, *timeout)
 	default:
-		err = fmt.Errorf("unknown -mode %q (want provider or bench)", *mode)
+		err = fmt.Errorf("unknown -mode %q (want provider, bench or call)", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dubbogo-echo:", err)
@@ -75,6 +93,20 @@ func provide(addr string) error {
 	stop()
 	fmt.Fprintf(os.Stderr, "stopped; echo=%d getUser=%d fail=%d\n",
 		dubbogo.EchoCalls.Load(), dubbogo.GetUserCalls.Load(), dubbogo.FailCalls.Load())
+	return nil
+}
+
+func call(addr, msg string, timeout time.Duration) error {
+	c, err := dubbogo.NewClient(addr, dubbogo.WithTimeout(timeout))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	got, err := c.Echo(context.Background(), msg)
+	if err != nil {
+		return err
+	}
+	fmt.Println(got)
 	return nil
 }
 
