@@ -2,11 +2,11 @@ package wasmfilter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
-
-	"github.com/tetratelabs/wazero/api"
 )
 
 // Report is what Check found in a module.
@@ -25,19 +25,27 @@ type Report struct {
 func (r *Report) Valid() bool { return len(r.Problems) == 0 }
 
 // Check validates a module against ABI v1 as a filter would load it: it
-// compiles it, checks its imports and exports, then instantiates it in the
-// same sandbox (memory capped at DefaultMaxMemoryPages, DefaultInitTimeout
-// for _initialize and weft_abi_version) and checks the version it reports.
+// compiles it, checks its imports and exports, then starts one instance the
+// way a filter does (the same code: start function, _initialize and
+// weft_abi_version under DefaultInitTimeout, memory capped at
+// DefaultMaxMemoryPages, host functions answering as in an App's start-up,
+// get_config with {}) and checks the version it reports.
 func Check(ctx context.Context, wasm []byte) *Report {
 	r := &Report{}
-	rt := newRuntime(ctx, DefaultMaxMemoryPages)
-	defer rt.Close(ctx)
-	wasi, err := instantiateHost(ctx, rt, nil)
+	f := &Filter{name: "check", path: "the module", timeout: DefaultTimeout, initTimeout: DefaultInitTimeout,
+		maxPages: DefaultMaxMemoryPages, maxIdle: 1, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		counters: NewCounters(), config: []byte("{}"), modCfg: sandboxConfig()}
+	f.warns.every = DefaultWarnInterval
+	f.starting, f.stopStarting = context.WithCancel(ctx)
+	defer f.stopStarting()
+	f.rt = newRuntime(ctx, f.maxPages)
+	defer f.rt.Close(ctx)
+	wasi, err := instantiateHost(ctx, f.rt, f)
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 		return r
 	}
-	cm, err := rt.CompileModule(ctx, wasm)
+	cm, err := f.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		r.Problems = append(r.Problems, "does not compile: "+err.Error())
 		return r
@@ -46,27 +54,18 @@ func Check(ctx context.Context, wasm []byte) *Report {
 	if len(r.Problems) > 0 {
 		return r
 	}
-	mod, err := rt.InstantiateModule(ctx, cm, sandboxConfig())
-	if err != nil {
-		r.Problems = append(r.Problems, "instantiate: "+guestErr(err).Error())
-		return r
-	}
-	cctx, cancel := context.WithTimeout(ctx, DefaultInitTimeout)
-	defer cancel()
-	if init := mod.ExportedFunction(exportInitialize); init != nil {
-		if _, err := init.Call(cctx); err != nil {
-			r.Problems = append(r.Problems, "_initialize: "+guestErr(explainCtx(cctx, err, DefaultInitTimeout)).Error())
-			return r
-		}
-	}
-	res, err := mod.ExportedFunction(exportVersion).Call(cctx)
-	if err != nil {
-		r.Problems = append(r.Problems, "weft_abi_version: "+guestErr(explainCtx(cctx, err, DefaultInitTimeout)).Error())
-		return r
-	}
-	r.Ran, r.Version = true, api.DecodeI32(res[0])
-	if r.Version != ABIVersion {
-		r.Problems = append(r.Problems, fmt.Sprintf("weft_abi_version returned %d; this host implements ABI version %d", r.Version, ABIVersion))
+	v := &version{f: f, cm: cm, seq: 1, config: f.config, live: 1, creating: 1}
+	in, err := v.instantiate()
+	var ve *versionError
+	switch {
+	case err == nil:
+		r.Ran, r.Version = true, ABIVersion
+		in.close()
+	case errors.As(err, &ve):
+		r.Ran, r.Version = true, ve.got
+		r.Problems = append(r.Problems, err.Error())
+	default:
+		r.Problems = append(r.Problems, err.Error())
 	}
 	return r
 }

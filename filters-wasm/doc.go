@@ -36,13 +36,23 @@
 // track only guest code running (about GOMAXPROCS). Idle instances are kept up to MaxIdle (default
 // 16 + 2×GOMAXPROCS): enough for a steady load without re-instantiating, while
 // a burst's extra instances (each holding its linear memory) are closed when
-// they come back. Instances are not capped in number: the App's concurrency
-// (the provider's `threads`, the consumer's callers) already bounds them.
+// they come back. By default instances are not capped in number: the App's
+// concurrency (the provider's `threads`, the consumer's callers) already
+// bounds them. MaxInstances caps them for modules whose instances are
+// expensive (a Go guest holds several MiB): every live instance counts, the
+// spare and those starting too, so the cap is a bound on memory. A call that
+// finds none idle and no room waits in a FIFO queue; an instance coming back
+// goes straight to the first waiter, and room freed by a discard lets the
+// first waiter start one under its own deadline. A waiter's wait ends with
+// its context (the filter's timeout when it has no deadline, so no call
+// waits without end behind stuck ones) and fails as CodeLimitExceeded,
+// retryable, since another provider may have room.
 //
 // Limits. Every guest call runs under the invocation's deadline; when the
 // invocation has none, under the filter's timeout (a reusable per-instance
 // timer, so the common case allocates nothing). A new instance's start-up
-// (_initialize and weft_abi_version) runs under its own limit, InitTimeout
+// (the module's start function, which wazero runs while instantiating,
+// _initialize and weft_abi_version) runs under its own limit, InitTimeout
 // (5s, or the filter's timeout if longer), counted from its start: it is not
 // charged to the call that needed the instance, whose budget starts with its
 // first callback, so a slow start on a loaded machine does not fail a healthy
@@ -50,7 +60,11 @@
 // exhaustion, a WASI proc_exit or an ABI violation fails that call with a
 // *kernel.Error naming the filter and the cause (CodeTimeout for time, else
 // CodeUnknown), and the instance is closed, never reused: its memory may be
-// half-written. The next call gets a fresh one.
+// half-written. The next call gets a fresh one. The warnings these failures
+// log are rate-limited per filter and kind (WarnInterval): a broken guest
+// fails every call, and a line per call would bury everything else.
+// Statuses are not failures: a host function that answers BAD_ARGUMENT has
+// done nothing, and the guest decides what to do about it.
 //
 // Reload. A poller stats the module file every Interval (500ms in an App):
 // polling is chosen over fsnotify because the usual deploy is "write a temp

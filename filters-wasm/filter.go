@@ -220,7 +220,7 @@ func sandboxConfig() wazero.ModuleConfig {
 }
 
 // instantiateHost instantiates the modules a guest may import into rt: WASI
-// and the ABI's "weft" (bound to f; nil for a check) and returns the WASI
+// and the ABI's "weft" (bound to f) and returns the WASI
 // functions, which the static check compares imports against.
 func instantiateHost(ctx context.Context, rt wazero.Runtime, f *Filter) (map[string]api.FunctionDefinition, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {

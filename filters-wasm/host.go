@@ -17,8 +17,8 @@ import (
 	"github.com/weftrpc/weft/kernel/view"
 )
 
-// hostModule builds module "weft" for f's runtime. With f nil (a check), the
-// functions exist with their signatures and do nothing useful.
+// hostModule builds module "weft" for f's runtime. With f nil, the functions
+// exist with their signatures and do nothing useful.
 func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(HostModule)
 	h := &host{f: f}
@@ -150,6 +150,13 @@ func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 		s[0] = statusOK
 	})
 	def("reject", func(in *instance, ctx context.Context, s []uint64) {
+		if in == nil || in.phase == phaseIdle {
+			// In _initialize or a start function there is no call to
+			// reject (ABI.md: the functions about a call return NOT_FOUND
+			// there).
+			s[0] = statusNotFound
+			return
+		}
 		code := int32(s[0])
 		msg, ok := in.readOK(uint32(s[1]), uint32(s[2]))
 		if in == nil || !ok || code < int32(kernel.CodeUnknown) || code > int32(kernel.CodeLimitExceeded) || !utf8.Valid(msg) {
@@ -208,7 +215,8 @@ func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 type host struct{ f *Filter }
 
 // instance finds the instance a host function was called from. It is nil
-// only in a check's sandbox, where no call is served.
+// while a module's start function runs (the instance is not made yet), or
+// when f is nil.
 func (h *host) instance(mod api.Module) *instance {
 	if h.f == nil {
 		return nil

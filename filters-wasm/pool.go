@@ -411,19 +411,22 @@ const (
 
 var errGuestTimeout = errors.New("guest ran past the filter's timeout")
 
-// instantiate makes a new instance. Instantiation itself runs no guest code
-// (there are no start functions) and is not bounded; _initialize and the
-// version check then run under the filter's start-up limit, from the moment
-// they start. Neither is charged to a call: the call's own budget starts with
-// its first callback.
+// instantiate makes a new instance. Instantiation runs the module's start
+// function when it has one (a WebAssembly start section: wazero runs it
+// whatever the config's start functions, which name exports such as
+// _start), then _initialize and the version check run; all of it under the
+// filter's start-up limit, from the moment it starts. None of it is charged
+// to a call: the call's own budget starts with its first callback.
 func (v *version) instantiate() (*instance, error) {
 	f := v.f
 	if f.closed.Load() {
 		return nil, errors.New("instantiate: the filter is closed")
 	}
-	mod, err := f.rt.InstantiateModule(context.Background(), v.cm, f.modCfg)
+	ctx, cancel := context.WithTimeout(f.starting, f.initTimeout)
+	defer cancel()
+	mod, err := f.rt.InstantiateModule(ctx, v.cm, f.modCfg)
 	if err != nil {
-		return nil, fmt.Errorf("instantiate: %w", guestErr(err))
+		return nil, fmt.Errorf("instantiate (the module's start function): %w", guestErr(explainCtx(ctx, err, f.initTimeout)))
 	}
 	in := &instance{v: v, f: f, mod: mod, mem: mod.Memory(),
 		alloc:      mod.ExportedFunction(exportAlloc),
@@ -439,8 +442,6 @@ func (v *version) instantiate() (*instance, error) {
 		mod.Close(context.Background())
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(f.starting, f.initTimeout)
-	defer cancel()
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
 		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
 			return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
@@ -453,12 +454,20 @@ func (v *version) instantiate() (*instance, error) {
 		return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
 	}
 	if got := int32(in.stack[0]); got != ABIVersion {
-		return fail(fmt.Errorf("weft_abi_version returned %d; this host implements ABI version %d", got, ABIVersion))
+		return fail(&versionError{got})
 	}
 	in.ictx, in.icancel = context.WithCancelCause(context.Background())
 	in.timer = time.AfterFunc(time.Hour, func() { in.icancel(errGuestTimeout) })
 	in.timer.Stop()
 	return in, nil
+}
+
+// versionError is a module's weft_abi_version returning another version
+// than ABIVersion (Check reports the version it got).
+type versionError struct{ got int32 }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("weft_abi_version returned %d; this host implements ABI version %d", e.got, ABIVersion)
 }
 
 func explainCtx(ctx context.Context, err error, limit time.Duration) error {
