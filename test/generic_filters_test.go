@@ -27,10 +27,11 @@ func (v *vault) Secret(_ context.Context, who string) (string, error) {
 
 func (v *vault) Echo(_ context.Context, s string) (string, error) { return s, nil }
 
-// Refuse fails with a Go error, or with a Java-classed business error.
+// Refuse fails with a Go error, or with a Java-classed business error (in
+// the interface's package, so the exception filter passes it as it is).
 func (v *vault) Refuse(_ context.Context, classed bool) error {
 	if classed {
-		return &kernel.Error{Code: kernel.CodeBiz, Class: "com.example.VaultLockedException", Msg: "vault locked"}
+		return &kernel.Error{Code: kernel.CodeBiz, Class: "org.weft.VaultLockedException", Msg: "vault locked"}
 	}
 	return errors.New("no entry")
 }
@@ -119,7 +120,7 @@ consumer:
 		classed          bool
 		class, msg, text string
 	}{
-		{true, "com.example.VaultLockedException", "vault locked", "com.example.VaultLockedException: vault locked"},
+		{true, "org.weft.VaultLockedException", "vault locked", "org.weft.VaultLockedException: vault locked"},
 		{false, "java.lang.Throwable", "no entry", "java.lang.Throwable: no entry"},
 	} {
 		_, err := gc.GenericInvoke(context.Background(), "refuse", []string{"boolean"}, []any{tc.classed})
@@ -134,7 +135,7 @@ consumer:
 	// The typed call: the error as it is.
 	_, err := gc.Invoke(context.Background(), "refuse", true)
 	var ge *java_exception.DubboGenericException
-	if !kernel.IsBiz(err) || errors.As(err, &ge) || err.Error() != "com.example.VaultLockedException: vault locked" {
+	if !kernel.IsBiz(err) || errors.As(err, &ge) || err.Error() != "org.weft.VaultLockedException: vault locked" {
 		t.Fatalf("typed call: %v", err)
 	}
 }
