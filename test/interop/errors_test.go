@@ -51,7 +51,7 @@ func startGuardedProvider(t *testing.T) (*guardedEcho, *atomic.Int64, string) {
 		}
 		return next.Invoke(ctx, inv)
 	})
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 protocols: {dubbo: {port: %d}}
 provider:
@@ -60,13 +60,6 @@ provider:
 `, port, dubbogo.Interface))),
 		weft.WithService("echo", svc),
 		weft.WithFilter("deny", nil, func() (extension.Filter, error) { return deny, nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Stop(context.Background()) })
 	return svc, &guarded, addr
 }
 
@@ -126,22 +119,15 @@ func TestDubboGoConsumerDeadlineReachesWeftProvider(t *testing.T) {
 func TestWeftConsumerGetsForbiddenCode(t *testing.T) {
 	svc, guarded, addr := startGuardedProvider(t)
 	var stub echoClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 consumer:
   references:
     echo: {interface: %s, url: "dubbo://%s", retries: 2}
 `, dubbogo.Interface, addr))),
 		weft.WithReference("echo", &stub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
 	ctx := kernel.WithAttachments(context.Background(), map[string]any{"x-deny": "1"})
-	_, err = stub.Echo(ctx, "x")
+	_, err := stub.Echo(ctx, "x")
 	if kernel.CodeOf(err) != kernel.CodeForbidden || strings.Count(err.Error(), "weft: forbidden:") != 1 {
 		t.Fatalf("err %v (code %v)", err, kernel.CodeOf(err))
 	}

@@ -40,7 +40,7 @@ func TestDubboGoGenericConsumerToWeftProvider(t *testing.T) {
 		}
 		return next.Invoke(ctx, inv)
 	})
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 protocols: {dubbo: {port: %d}}
 provider:
@@ -49,13 +49,6 @@ provider:
 `, port, dubbogo.Interface))),
 		weft.WithService("echo", svc),
 		weft.WithFilter("guard", nil, func() (extension.Filter, error) { return guard, nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Stop(context.Background()) })
 
 	c, err := dubbogo.NewClient("dubbo://"+addr, dubbogo.WithGeneric())
 	if err != nil {

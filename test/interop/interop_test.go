@@ -27,6 +27,21 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// startWeft builds and starts a quiet weft App (no environment), stopped
+// when the test ends.
+func startWeft(t *testing.T, opts ...weft.Option) *weft.App {
+	t.Helper()
+	app, err := weft.New(append([]weft.Option{weft.WithoutEnv(), weft.WithLogger(quiet)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	return app
+}
+
 func freeAddr(t *testing.T) (string, int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,7 +82,7 @@ func startWeftProvider(t *testing.T) (*weftEcho, string) {
 	t.Helper()
 	addr, port := freeAddr(t)
 	svc := &weftEcho{}
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 protocols: {dubbo: {port: %d}}
 provider:
@@ -75,13 +90,6 @@ provider:
     echo: {interface: %s}
 `, port, dubbogo.Interface))),
 		weft.WithService("echo", svc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Stop(context.Background()) })
 	return svc, addr
 }
 
@@ -142,20 +150,13 @@ func TestWeftConsumerToDubboGoProvider(t *testing.T) {
 	defer stop()
 	dubbogo.ResetCalls()
 	var c echoClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	app := startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 consumer:
   references:
     echo: {interface: %s, url: "dubbo://%s", timeout: 5000, retries: 0}
 `, dubbogo.Interface, addr))),
 		weft.WithReference("echo", &c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
 	ctx := context.Background()
 
 	if got, err := c.Echo(ctx, "hello"); err != nil || got != "hello" {

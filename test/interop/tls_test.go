@@ -125,19 +125,12 @@ func TestTLSWithDubboGo(t *testing.T) {
 		startDubbogoProvider(t, bin, addr, goPKI.flags()...)
 		var mtls, noCert echoClient
 		startConsumer := func(tlsYAML string, stub *echoClient) {
-			app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+			startWeft(t,
 				weft.WithConfig(weft.ConfigYAML(tlsYAML+fmt.Sprintf(`
 consumer:
   references:
     echo: {interface: %s, url: "dubbo://%s", retries: 0, timeout: 3000}
 `, dubbogo.Interface, addr))), weft.WithReference("echo", stub))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := app.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { app.Stop(context.Background()) })
 		}
 		startConsumer(weftPKI.yaml(), &mtls)
 		ctx := context.Background()
@@ -162,19 +155,12 @@ consumer:
 		addr, _ := freeAddr(t)
 		startDubbogoProvider(t, bin, addr, strangerPKI.flags()...)
 		var c echoClient
-		app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+		startWeft(t,
 			weft.WithConfig(weft.ConfigYAML(weftPKI.yaml()+fmt.Sprintf(`
 consumer:
   references:
     echo: {interface: %s, url: "dubbo://%s", retries: 0, timeout: 3000}
 `, dubbogo.Interface, addr))), weft.WithReference("echo", &c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		defer app.Stop(context.Background())
 		if _, err := c.Echo(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "not signed by the configured CA") {
 			t.Fatalf("want the wrong CA named, got %v", err)
 		}
@@ -183,20 +169,13 @@ consumer:
 	t.Run("dubbo-go consumer to weft provider", func(t *testing.T) {
 		addr, port := freeAddr(t)
 		svc := &weftEcho{}
-		app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+		startWeft(t,
 			weft.WithConfig(weft.ConfigYAML(weftPKI.yaml()+fmt.Sprintf(`
 protocols: {dubbo: {port: %d}}
 provider:
   services:
     echo: {interface: %s}
 `, port, dubbogo.Interface))), weft.WithService("echo", svc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		defer app.Stop(context.Background())
 
 		if got, err := dubbogoCall(t, bin, addr, "from dubbo-go", goPKI.flags()...); err != nil || got != "from dubbo-go" {
 			t.Fatalf("dubbo-go (TLS) to weft (mutual TLS): %q %v", got, err)

@@ -16,7 +16,7 @@ import (
 func TestTokenDubboGoConsumerToWeftProvider(t *testing.T) {
 	addr, port := freeAddr(t)
 	svc := &weftEcho{}
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 protocols: {dubbo: {port: %d}}
 provider:
@@ -24,13 +24,6 @@ provider:
     echo: {interface: %s, token: s3cret}
 `, port, dubbogo.Interface))),
 		weft.WithService("echo", svc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
 
 	with, err := dubbogo.NewClient("dubbo://" + addr + "?token=s3cret")
 	if err != nil {
@@ -65,7 +58,7 @@ func TestTokenWeftConsumerToDubboGoProvider(t *testing.T) {
 	}
 	defer stop()
 	var with, without echoClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet),
+	startWeft(t,
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 consumer:
   references:
@@ -73,13 +66,6 @@ consumer:
     without: {interface: %s, url: "dubbo://%s", retries: 0}
 `, dubbogo.Interface, addr, dubbogo.Interface, addr))),
 		weft.WithReference("with", &with), weft.WithReference("without", &without))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
 	if got, err := with.Echo(context.Background(), "hi"); err != nil || got != "hi" {
 		t.Fatalf("weft consumer with the token: %q %v", got, err)
 	}
