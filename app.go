@@ -18,9 +18,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"go.uber.org/dig"
@@ -41,6 +43,7 @@ type options struct {
 	sources []ConfigSource
 	noEnv   bool
 	log     *slog.Logger
+	logFile io.Closer // the file of a logger built from config
 	impls   map[string]any
 	stubs   map[string][]any
 	mocks   map[string]any
@@ -106,9 +109,11 @@ func WithLoadBalance(name string, f kernel.Factory[extension.LoadBalance]) Optio
 
 // App is a composed weft application.
 type App struct {
-	fx  *fx.App
-	rt  *runtime
-	log *slog.Logger
+	fx       *fx.App
+	rt       *runtime
+	log      *slog.Logger
+	logFile  io.Closer
+	closeLog sync.Once
 }
 
 // New composes an App. Every config error — unknown keys, unknown extension
@@ -123,9 +128,6 @@ func New(opts ...Option) (*App, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
-	if o.log == nil {
-		o.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
 	sources := o.sources
 	if !o.noEnv {
 		sources = append(sources[:len(sources):len(sources)], ConfigEnv())
@@ -134,9 +136,21 @@ func New(opts ...Option) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	local := localConfig{sources: o.sources, env: !o.noEnv, cfg: cfg}
-	a := &App{log: o.log}
 	cl := &closers{}
+	if o.log == nil {
+		log, f, err := newLogger(cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		o.log = log
+		if f != nil {
+			// Closed last, after every stop hook has logged.
+			cl.add(func(context.Context) error { return f.Close() })
+			o.logFile = f
+		}
+	}
+	local := localConfig{sources: o.sources, env: !o.noEnv, cfg: cfg}
+	a := &App{log: o.log, logFile: o.logFile}
 	a.fx = fx.New(
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
 		fx.Supply(local, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
@@ -187,7 +201,13 @@ func (a *App) Start(ctx context.Context) error {
 
 // Stop releases references, unexports services, then closes every plugin, in
 // that order.
-func (a *App) Stop(ctx context.Context) error { return a.fx.Stop(ctx) }
+func (a *App) Stop(ctx context.Context) error {
+	err := a.fx.Stop(ctx)
+	if a.logFile != nil {
+		a.closeLog.Do(func() { a.logFile.Close() })
+	}
+	return err
+}
 
 // Reference returns the invoker of a started reference, for generic calls:
 //

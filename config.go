@@ -36,6 +36,8 @@ type Config struct {
 	// TLS, when set, secures every dubbo server and client of the App
 	// (dubbo-go's tls_config).
 	TLS TLSConfig `koanf:"tls"`
+	// Logger is the App's logger when weft.WithLogger gives none.
+	Logger LoggerConfig `koanf:"logger"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read

@@ -569,6 +569,7 @@ func mergeURL(provider *kernel.URL, consumer map[string]string) *kernel.URL {
 }
 
 func (rt *runtime) start(ctx context.Context) error {
+	began := time.Now()
 	for _, id := range sortedKeys(rt.registryURLs) {
 		u := rt.registryURLs[id]
 		f, err := rt.regs.Get(u.Protocol)
@@ -594,6 +595,8 @@ func (rt *runtime) start(ctx context.Context) error {
 		}
 	}
 	rt.watchConfig()
+	rt.log.Info("weft: started", "application", rt.cfg.Application.Name, "services", len(rt.services),
+		"references", len(rt.refIDs), "took", time.Since(began).Round(time.Microsecond))
 	return nil
 }
 
@@ -624,8 +627,8 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 		return fmt.Errorf("weft: export %s: %w", id, err)
 	}
 	rt.exporters = append(rt.exporters, exp)
-	rt.log.Debug("weft: exported", "service", id, "url", u.String())
 	if u.Protocol == "injvm" {
+		rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol)
 		return nil
 	}
 	// Registered once the server listens, with the port it really got.
@@ -643,6 +646,9 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 		}
 		rt.registered = append(rt.registered, registration{reg, pub})
 	}
+	// With port 0 this line is where the bound port shows.
+	rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol,
+		"address", pub.Address(), "registries", strings.Join(sortedKeys(rt.registries), ","))
 	return nil
 }
 
@@ -661,7 +667,16 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 		}
 	}
 	r.invoker.Store(&iv)
-	rt.log.Debug("weft: referred", "reference", r.id, "url", r.url.String())
+	if rd != nil {
+		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(),
+			"registries", strings.Join(sortedKeys(rt.registries), ","), "providers", len(rd.Invokers()))
+	} else {
+		addrs := make([]string, len(r.targets))
+		for i, t := range r.targets {
+			addrs[i] = t.Address()
+		}
+		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(), "providers", len(r.targets), "urls", strings.Join(addrs, ","))
+	}
 	return nil
 }
 
@@ -736,6 +751,11 @@ func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 // stop releases references first, then unexports: calls in flight finish
 // against services that are still there.
 func (rt *runtime) stop(ctx context.Context) error {
+	began := time.Now()
+	rt.log.Info("weft: stopping", "application", rt.cfg.Application.Name)
+	defer func() {
+		rt.log.Info("weft: stopped", "application", rt.cfg.Application.Name, "took", time.Since(began).Round(time.Microsecond))
+	}()
 	// No config change applies from here on; replaced invokers still
 	// draining are destroyed now.
 	rt.unwatchConfig()

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -139,6 +141,7 @@ func (d *RegistryDirectory) Notify(urls []*kernel.URL) {
 	}
 	next := make(map[string]kernel.Invoker, len(urls))
 	list := make([]kernel.Invoker, 0, len(urls))
+	var added []string
 	for _, u := range urls {
 		key := u.String()
 		if _, dup := next[key]; dup {
@@ -148,20 +151,32 @@ func (d *RegistryDirectory) Notify(urls []*kernel.URL) {
 		if !ok {
 			var err error
 			if iv, err = d.refer(u); err != nil {
-				d.log.Error("weft: cannot refer provider", "url", key, "err", err)
+				d.log.Error("weft: cannot refer provider", "service", d.url.ServiceKey(), "url", key, "err", err)
 				continue
 			}
+			added = append(added, u.Address())
 		}
 		next[key] = iv
 		list = append(list, iv)
 	}
 	d.invokers.Store(&list)
+	var dropped []string
 	for key, iv := range d.byKey {
 		if _, stays := next[key]; !stays {
+			// An operator wants each provider that leaves, by name: a
+			// drop nobody expected is how an outage starts.
+			d.log.Warn("weft: provider dropped: the registry no longer lists it", "service", d.url.ServiceKey(), "provider", iv.URL().Address())
+			dropped = append(dropped, iv.URL().Address())
 			iv.Destroy()
 		}
 	}
 	d.byKey = next
+	if len(added) > 0 || len(dropped) > 0 {
+		sort.Strings(added)
+		sort.Strings(dropped)
+		d.log.Info("weft: providers changed", "service", d.url.ServiceKey(), "providers", len(list),
+			"added", strings.Join(added, ","), "dropped", strings.Join(dropped, ","))
+	}
 }
 
 // Destroy destroys every invoker; later notifications are ignored.
