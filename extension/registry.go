@@ -33,3 +33,12 @@ type NotifyListener interface {
 type RegistryFactory interface {
 	GetRegistry(url *kernel.URL) (Registry, error)
 }
+
+// Catalog is a Registry that can list what it holds, for tools (`weft ls`)
+// and operators: Dubbo's Registry.lookup over every service. A registry
+// that cannot list does not implement it.
+type Catalog interface {
+	// Providers returns the live providers the registry holds, by
+	// service key, each list sorted by URL.
+	Providers(ctx context.Context) (map[string][]*kernel.URL, error)
+}

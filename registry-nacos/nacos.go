@@ -495,3 +495,46 @@ func (r *Registry) Close() error {
 	}
 	return nil
 }
+
+var _ extension.Catalog = (*Registry)(nil)
+
+// catalogPage is how many service names one list request asks for, and
+// catalogMax bounds the walk: a listing is for people and tools, and a
+// namespace with more services than this is cut rather than walked for
+// minutes.
+const (
+	catalogPage = 200
+	catalogMax  = 10000
+)
+
+// Providers lists the healthy, enabled providers of every Dubbo provider
+// service (providers:<interface>:<version>:<group>) in the registry's
+// namespace and group, by service key.
+func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, error) {
+	out := map[string][]*kernel.URL{}
+	for page := uint32(1); (page-1)*catalogPage < catalogMax; page++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		list, err := r.client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: Group, PageNo: page, PageSize: catalogPage})
+		if err != nil {
+			return nil, fmt.Errorf("nacos: list services: %w", err)
+		}
+		for _, svc := range list.Doms {
+			if !strings.HasPrefix(svc, CategoryProviders+":") {
+				continue
+			}
+			ins, err := r.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: Group})
+			if err != nil {
+				return nil, fmt.Errorf("nacos: instances of %s: %w", svc, err)
+			}
+			for _, u := range r.providerURLs(svc, ins) {
+				out[u.ServiceKey()] = append(out[u.ServiceKey()], u)
+			}
+		}
+		if len(list.Doms) < catalogPage || int64(page)*catalogPage >= list.Count {
+			break
+		}
+	}
+	return out, nil
+}

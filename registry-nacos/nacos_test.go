@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,5 +273,54 @@ func TestProviderURLs(t *testing.T) {
 	got := r.providerURLs("providers:a.B::", ins)
 	if len(got) != 1 || got[0].String() != u.String() {
 		t.Fatalf("got %v, want [%s]", got, u)
+	}
+}
+
+// The catalog `weft ls` reads: every provider service of the namespace
+// with its healthy providers, by service key; one that unregistered is
+// gone from it.
+func TestCatalogListsProviders(t *testing.T) {
+	addr := serverAddr(t)
+	ctx := context.Background()
+	iface := uniqueInterface(t)
+	p, c := open(t, addr), open(t, addr)
+	u1, u2 := provider(iface, 20021, "&methods=a,b"), provider(iface, 20022, "&methods=a,b")
+	for _, u := range []*kernel.URL{u1, u2} {
+		if err := p.Register(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := u1.ServiceKey()
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		all, err := c.(extension.Catalog).Providers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = addrs(all[key])
+		if strings.Join(got, ",") == "127.0.0.1:20021,127.0.0.1:20022" {
+			if all[key][0].Param("methods") != "a,b" {
+				t.Fatalf("the listed URL lost its parameters: %s", all[key][0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog of %s: %v, want both providers", key, got)
+		}
+	}
+	if err := p.Unregister(ctx, u1); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		all, err := c.(extension.Catalog).Providers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got = addrs(all[key]); strings.Join(got, ",") == "127.0.0.1:20022" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after unregistering one: %v", got)
+		}
 	}
 }

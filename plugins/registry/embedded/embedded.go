@@ -694,3 +694,52 @@ func (r *Registry) evict(path string, now time.Time) {
 		r.log.Info("weft: embedded registry: removed stale provider", "url", e.URL, "pid", e.PID)
 	}
 }
+
+var _ extension.Catalog = (*Registry)(nil)
+
+// Providers lists every live provider in the folder, by service key (stale
+// entries are skipped and left for a subscriber to evict: a listing
+// changes nothing).
+func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, error) {
+	des, err := os.ReadDir(r.dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return map[string][]*kernel.URL{}, nil
+		}
+		return nil, fmt.Errorf("weft: embedded registry %s: %w", r.dir, err)
+	}
+	now := time.Now()
+	out := map[string][]*kernel.URL{}
+	for _, de := range des {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !de.IsDir() {
+			continue
+		}
+		folder := filepath.Join(r.dir, de.Name())
+		files, err := os.ReadDir(folder)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			name := f.Name()
+			if f.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, entryExt) {
+				continue
+			}
+			e, ok := readEntry(filepath.Join(folder, name))
+			if !ok || e.stale(now, r.host) {
+				continue
+			}
+			u, err := kernel.ParseURL(e.URL)
+			if err != nil {
+				continue
+			}
+			out[u.ServiceKey()] = append(out[u.ServiceKey()], u)
+		}
+	}
+	for _, list := range out {
+		slices.SortFunc(list, func(a, b *kernel.URL) int { return strings.Compare(a.String(), b.String()) })
+	}
+	return out, nil
+}
