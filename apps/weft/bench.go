@@ -147,7 +147,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	res := runBench(iv, *method, payload, *conc, *warm, *dur, *timeout, progressWriter(stderr))
+	res, hist := runBench(iv, *method, payload, *conc, *warm, *dur, *timeout, progressWriter(stderr))
 	res.System, res.Size = "weft", *size
 	if *asJSON {
 		b, _ := json.Marshal(res)
@@ -155,6 +155,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "weft bench %s c=%d size=%d: %.0f qps, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p999 %.3f ms, %d calls, %d errors\n",
 			target, *conc, *size, res.QPS, res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms, res.Calls, res.Errors)
+		printHistogram(stdout, hist)
 	}
 	return 0
 }
@@ -181,9 +182,32 @@ func progressWriter(stderr io.Writer) io.Writer {
 	return nil
 }
 
-func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, timeout time.Duration, progress io.Writer) BenchResult {
+// window is the latency histogram of the last progress interval, shared by
+// all callers: atomic buckets, emptied by the progress loop. It exists only
+// when progress is shown, so a run into a pipe pays nothing for it.
+type window struct {
+	counts [64 * 64]atomic.Uint64
+}
+
+func (w *window) record(d time.Duration) { w.counts[bucketOf(uint64(d))].Add(1) }
+
+// drain moves the window's counts into h and empties it.
+func (w *window) drain(h *histogram) {
+	for i := range w.counts {
+		if c := w.counts[i].Swap(0); c > 0 {
+			h.counts[i] += c
+			h.n += c
+		}
+	}
+}
+
+func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, timeout time.Duration, progress io.Writer) (BenchResult, *histogram) {
 	var measuring atomic.Bool
 	var calls, errs atomic.Uint64
+	var win *window
+	if progress != nil {
+		win = &window{}
+	}
 	stop := make(chan struct{})
 	hists := make([]*histogram, conc)
 	var wg sync.WaitGroup
@@ -207,35 +231,84 @@ func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, ti
 				if err != nil {
 					errs.Add(1)
 				} else {
-					h.record(time.Since(start))
+					d := time.Since(start)
+					h.record(d)
+					if win != nil {
+						win.record(d)
+					}
 				}
 				calls.Add(1)
 			}
 		}()
 	}
 	time.Sleep(warm)
+	if win != nil {
+		win.drain(&histogram{}) // the warm-up's calls
+	}
 	measuring.Store(true)
 	start := time.Now()
 	end := start.Add(dur)
+	lastAt, lastCalls, lastErrs := start, uint64(0), uint64(0)
 	for now := time.Now(); now.Before(end); now = time.Now() {
 		time.Sleep(min(time.Second, end.Sub(now)))
-		if progress != nil {
-			el := time.Since(start)
-			fmt.Fprintf(progress, "\r%5.1fs  %10.0f qps  %d errors ", el.Seconds(), float64(calls.Load())/el.Seconds(), errs.Load())
+		if win != nil {
+			// One line a second: that second's rate, tail and errors,
+			// so a stall or a burst of errors shows when it happens.
+			var h histogram
+			win.drain(&h)
+			t, c, e := time.Now(), calls.Load(), errs.Load()
+			fmt.Fprintf(progress, "%5.1fs  %9.0f qps  p99 %8.3f ms  %d errors\n",
+				t.Sub(start).Seconds(), float64(c-lastCalls)/t.Sub(lastAt).Seconds(), ms(h.percentile(0.99)), e-lastErrs)
+			lastAt, lastCalls, lastErrs = t, c, e
 		}
 	}
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	close(stop)
 	wg.Wait()
-	if progress != nil {
-		fmt.Fprintln(progress)
-	}
 	var all histogram
 	for _, h := range hists {
 		all.merge(h)
 	}
 	return BenchResult{Concurrency: conc, Seconds: elapsed.Seconds(), Calls: calls.Load(), Errors: errs.Load(),
 		QPS:   float64(calls.Load()) / elapsed.Seconds(),
-		P50Ms: ms(all.percentile(0.50)), P90Ms: ms(all.percentile(0.90)), P99Ms: ms(all.percentile(0.99)), P999Ms: ms(all.percentile(0.999))}
+		P50Ms: ms(all.percentile(0.50)), P90Ms: ms(all.percentile(0.90)), P99Ms: ms(all.percentile(0.99)), P999Ms: ms(all.percentile(0.999))}, &all
+}
+
+// printHistogram writes h as rows of power-of-two latency ranges with a bar
+// each, from the fastest call's range to the slowest's.
+func printHistogram(w io.Writer, h *histogram) {
+	if h.n == 0 {
+		return
+	}
+	// Row r holds the buckets whose values lie in [2^r, 2^(r+1)) ns.
+	var rows [64]uint64
+	first, last := -1, 0
+	for b, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		r := bits.Len64(bucketValue(b)) - 1
+		if r < 0 {
+			r = 0
+		}
+		rows[r] += c
+		if first < 0 {
+			first = r
+		}
+		last = r
+	}
+	var peak uint64
+	for _, c := range rows[first : last+1] {
+		peak = max(peak, c)
+	}
+	fmt.Fprintln(w, "latency (ms)          calls")
+	for r := first; r <= last; r++ {
+		lo, hi := ms(time.Duration(uint64(1)<<r)), ms(time.Duration(uint64(1)<<(r+1)))
+		bar := strings.Repeat("#", int((rows[r]*40+peak-1)/peak))
+		if rows[r] == 0 {
+			bar = ""
+		}
+		fmt.Fprintf(w, "%9.3f - %9.3f  %-40s %d\n", lo, hi, bar, rows[r])
+	}
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/apps/examples/echo/echoservice"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/dubbo"
+)
+
+// weft bench against a real echo provider: on a terminal, one line a
+// second with that second's qps, p99 and errors; at the end the summary
+// and a latency histogram whose rows add up to the calls made.
+func TestBenchLiveLinesAndHistogram(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		weft.WithService("echo", &echoservice.Service{}), weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {dubbo: {port: %d}}
+provider: {services: {echo: {interface: org.weft.bench.EchoService}}}
+`, port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	// The live lines, as a terminal gets them.
+	var progress bytes.Buffer
+	p := dubbo.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer p.Destroy()
+	iv, err := p.Refer(context.Background(), kernel.MustParseURL(fmt.Sprintf("dubbo://127.0.0.1:%d/org.weft.bench.EchoService?interface=org.weft.bench.EchoService&timeout=1000", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iv.Destroy()
+	res, hist := runBench(iv, "echo", strings.Repeat("x", 64), 2, 100*time.Millisecond, 2500*time.Millisecond, time.Second, &progress)
+	lines := regexp.MustCompile(`(?m)^ *[0-9.]+s +[0-9]+ qps  p99 +[0-9.]+ ms  0 errors$`).FindAllString(progress.String(), -1)
+	// 2.5 s: a line at 1 s, 2 s and 2.5 s; a sleep that overshoots on a
+	// busy machine may merge the last two.
+	if len(lines) < 2 || len(lines) > 3 {
+		t.Fatalf("want a live line a second over 2.5 s, got:\n%s", progress.String())
+	}
+	if res.Calls == 0 || res.Errors != 0 || hist.n != res.Calls {
+		t.Fatalf("result %+v, histogram of %d calls", res, hist.n)
+	}
+
+	var out bytes.Buffer
+	printHistogram(&out, hist)
+	rows := regexp.MustCompile(`(?m)^ *([0-9.]+) - +([0-9.]+)  #* +([0-9]+)$`).FindAllStringSubmatch(out.String(), -1)
+	if !strings.HasPrefix(out.String(), "latency (ms)") || len(rows) == 0 {
+		t.Fatalf("histogram:\n%s", out.String())
+	}
+	var sum uint64
+	for _, r := range rows {
+		var n uint64
+		fmt.Sscan(r[3], &n)
+		sum += n
+	}
+	if sum != res.Calls {
+		t.Fatalf("histogram rows add to %d, %d calls were made:\n%s", sum, res.Calls, out.String())
+	}
+}
