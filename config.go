@@ -36,6 +36,8 @@ type Config struct {
 	// TLS, when set, secures every dubbo server and client of the App
 	// (dubbo-go's tls_config).
 	TLS TLSConfig `koanf:"tls"`
+	// Tracing is OpenTelemetry tracing, off by default (config_tracing.go).
+	Tracing TracingConfig `koanf:"tracing"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read
