@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/weftrpc/weft/kernel"
 )
 
 // tracing.* values are checked at weft.New, with the key path and the fix,
@@ -62,5 +64,32 @@ func TestTracingNoneExporter(t *testing.T) {
 	}
 	if err := app.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A filter list that names the tracing filters while tracing is off is
+// valid (a dubbo-go list carries them) and they pass calls through.
+func TestTracingFiltersListedWhileOff(t *testing.T) {
+	app, err := newFromYAML(validBase, `
+provider: {filter: "otelServerTrace,default"}
+consumer: {filter: "otelClientTrace,otelClientTracePeer"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	ref, err := app.Reference("greeter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := kernel.NewInvocation("sayHello", "off")
+	if _, err := ref.Invoke(context.Background(), inv); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := inv.Attachment("traceparent"); ok {
+		t.Error("a traceparent was sent with tracing off")
 	}
 }
