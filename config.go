@@ -38,6 +38,8 @@ type Config struct {
 	TLS TLSConfig `koanf:"tls"`
 	// Logger is the App's logger when weft.WithLogger gives none.
 	Logger LoggerConfig `koanf:"logger"`
+	// Tracing is OpenTelemetry tracing, off by default (config_tracing.go).
+	Tracing TracingConfig `koanf:"tracing"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read

@@ -152,6 +152,9 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 	if !reflect.DeepEqual(old.Registries, next.Registries) {
 		restart("registries")
 	}
+	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
+		restart("tracing")
+	}
 
 	// Provider: filter lists are dynamic.
 	op, np := old.Provider, next.Provider

@@ -53,6 +53,7 @@ const (
 	groupRouter      = `group:"weft.router"`
 	groupRegistry    = `group:"weft.registry"`
 	groupConfig      = `group:"weft.configcenter"`
+	groupSpanExport  = `group:"weft.spanexporter"`
 )
 
 func groupOf[T any]() string {
@@ -72,6 +73,8 @@ func groupOf[T any]() string {
 		return groupRegistry
 	case *extension.DynamicConfigurationFactory:
 		return groupConfig
+	case *extension.SpanExporterFactory:
+		return groupSpanExport
 	}
 	panic("weft: no extension group for this type")
 }
@@ -154,6 +157,8 @@ func builtins() fx.Option {
 
 		fx.Provide(wasmFilters),
 
+		tracingPlugins(),
+
 		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
 		}),
@@ -212,6 +217,8 @@ func loaders() fx.Option {
 		loader[extension.RegistryFactory]("registry", extension.DefaultRegistry),
 		// No default: a config center is used only when config names one.
 		loader[extension.DynamicConfigurationFactory]("config center", ""),
+		// No default either: tracing picks its exporter (config_tracing.go).
+		loader[extension.SpanExporterFactory]("span exporter", ""),
 	)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"dubbo.apache.org/dubbo-go/v3/client"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
+	"dubbo.apache.org/dubbo-go/v3/global"
 	"dubbo.apache.org/dubbo-go/v3/graceful_shutdown"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	dubboproto "dubbo.apache.org/dubbo-go/v3/protocol/dubbo"
@@ -42,6 +43,7 @@ type Client struct {
 	id      string
 	timeout time.Duration
 	generic bool
+	tracing bool
 	conn    *client.Connection
 	closed  sync.Once
 	isDone  atomic.Bool
@@ -65,6 +67,24 @@ func WithTimeout(d time.Duration) ClientOption {
 // come back in generic form (maps for POJOs).
 func WithGeneric() ClientOption {
 	return func(c *Client) { c.generic = true }
+}
+
+// WithTracing turns on dubbo-go's OpenTelemetry client filter
+// (otelClientTrace), as `otel.tracing.enable: true` does in a dubbo-go
+// consumer's config: a client span per call, the W3C trace context sent as
+// attachments. It traces with otel's global TracerProvider and propagator,
+// which the test sets (otel.SetTracerProvider, otel.SetTextMapPropagator)
+// before NewClient.
+func WithTracing() ClientOption {
+	return func(c *Client) { c.tracing = true }
+}
+
+// otelOn is dubbo-go's otel config with tracing enabled; in the new API it
+// only adds the otel filters to the chains (the exporter is the global
+// provider's business).
+func otelOn() *global.OtelConfig {
+	on := true
+	return &global.OtelConfig{TracingConfig: &global.OtelTraceConfig{Enable: &on}}
 }
 
 // NewClient connects a dubbo-go consumer to url, e.g. "dubbo://127.0.0.1:20000"
@@ -108,7 +128,7 @@ func dial(c *Client) (conn *client.Connection, err error) {
 			conn, err = nil, fmt.Errorf("dubbogo: dubbo-go could not connect to %s (its Refer panicked: %v)", c.url, r)
 		}
 	}()
-	cli, err := client.NewClient(
+	opts := []client.ClientOption{
 		client.WithClientProtocolDubbo(),
 		client.WithClientSerialization(constant.Hessian2Serialization),
 		// failover (the default) retries dubbo-protocol business errors.
@@ -120,7 +140,11 @@ func dial(c *Client) (conn *client.Connection, err error) {
 		client.WithClientNoCheck(),
 		client.SetClientTLS(nil),
 		client.WithClientShutdown(graceful_shutdown.WithoutInternalSignal()),
-	)
+	}
+	if c.tracing {
+		opts = append(opts, client.SetClientOtel(otelOn()))
+	}
+	cli, err := client.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: new client: %w", err)
 	}

@@ -82,7 +82,18 @@ func StartProvider(addr string, opts ...ProviderOption) (stop func(), err error)
 // ProviderOption configures StartProvider.
 type ProviderOption func(*providerOptions)
 
-type providerOptions struct{ token string }
+type providerOptions struct {
+	token   string
+	tracing bool
+}
+
+// WithProviderTracing turns on dubbo-go's OpenTelemetry server filter
+// (otelServerTrace), as `otel.tracing.enable: true` does in a dubbo-go
+// provider's config. It traces with otel's global TracerProvider and
+// propagator.
+func WithProviderTracing() ProviderOption {
+	return func(o *providerOptions) { o.tracing = true }
+}
 
 // WithProviderToken exports the service with Dubbo's token: "true" for a
 // random one, or the token itself.
@@ -96,7 +107,7 @@ func export(host string, port int, po providerOptions) (svcOpts *server.ServiceO
 			err = fmt.Errorf("dubbogo: dubbo-go panicked while exporting: %v", r)
 		}
 	}()
-	srv, err := server.NewServer(
+	opts := []server.ServerOption{
 		server.WithServerProtocol(
 			protocol.WithDubbo(),
 			protocol.WithIp(host),
@@ -105,7 +116,11 @@ func export(host string, port int, po providerOptions) (svcOpts *server.ServiceO
 		server.WithServerSerialization("hessian2"),
 		server.SetServerTLS(nil),
 		server.SetServerShutdown(graceful_shutdown.NewOptions(graceful_shutdown.WithoutInternalSignal()).Shutdown),
-	)
+	}
+	if po.tracing {
+		opts = append(opts, server.SetServerOtel(otelOn()))
+	}
+	srv, err := server.NewServer(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: new server: %w", err)
 	}

@@ -24,6 +24,9 @@ import (
 	_ "dubbo.apache.org/dubbo-go/v3/filter/exec_limit"
 	_ "dubbo.apache.org/dubbo-go/v3/filter/generic"
 	_ "dubbo.apache.org/dubbo-go/v3/filter/graceful_shutdown"
+	// otelServerTrace and otelClientTrace, for WithTracing and
+	// WithProviderTracing; they trace with otel's global provider.
+	_ "dubbo.apache.org/dubbo-go/v3/filter/otel/trace"
 	_ "dubbo.apache.org/dubbo-go/v3/filter/token"
 	_ "dubbo.apache.org/dubbo-go/v3/filter/tps"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
