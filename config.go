@@ -36,6 +36,8 @@ type Config struct {
 	// TLS, when set, secures every dubbo server and client of the App
 	// (dubbo-go's tls_config).
 	TLS TLSConfig `koanf:"tls"`
+	// QoS is Dubbo's operations port: commands, probes, /metrics (config_qos.go).
+	QoS QoSConfig `koanf:"qos"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read
@@ -537,6 +539,7 @@ func checkValues(cfg *Config, set func(key string) bool) []error {
 		check(path+".timeout", wc.Timeout, ruleWasmTimeout)
 		check(path+".max_instances", wc.MaxInstances, ruleWasmInstances)
 	}
+	errs = append(errs, cfg.QoS.check()...)
 	// Router priorities and WASM filter orders are any int: they only sort.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs

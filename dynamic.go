@@ -152,6 +152,9 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 	if !reflect.DeepEqual(old.Registries, next.Registries) {
 		restart("registries")
 	}
+	if !reflect.DeepEqual(old.QoS, next.QoS) {
+		restart("qos")
+	}
 
 	// Provider: filter lists are dynamic.
 	op, np := old.Provider, next.Provider
