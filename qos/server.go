@@ -106,6 +106,10 @@ type Server struct {
 	closed bool
 	open   map[net.Conn]struct{}
 	wg     sync.WaitGroup // the accept loop, the HTTP server, every connection and HTTP handler
+	// httpConns counts the HTTP server's connection goroutines, which
+	// http.Server.Close does not wait for (one may linger half a second
+	// after refusing a request).
+	httpConns sync.WaitGroup
 }
 
 // Listen binds cfg.Addr and serves until Close. A bind error (the port is
@@ -134,6 +138,16 @@ func Listen(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    httpHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// StateNew is reported by Serve's goroutine before the connection's
+		// own starts, and Close waits for Serve before httpConns.
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.httpConns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.httpConns.Done()
+			}
+		},
 	}
 	s.wg.Add(2)
 	go func() {
@@ -165,6 +179,7 @@ func (s *Server) Close() error {
 	s.httpLn.close()
 	s.httpSrv.Close()
 	s.wg.Wait()
+	s.httpConns.Wait()
 	return err
 }
 
@@ -184,10 +199,15 @@ func (s *Server) track(c net.Conn) bool {
 }
 
 func (s *Server) untrack(c net.Conn) {
+	s.forget(c)
+	s.wg.Done()
+}
+
+// forget drops c from the connections Close closes.
+func (s *Server) forget(c net.Conn) {
 	s.mu.Lock()
 	delete(s.open, c)
 	s.mu.Unlock()
-	s.wg.Done()
 }
 
 func (s *Server) accept() {
@@ -233,10 +253,14 @@ func (s *Server) accept() {
 func (s *Server) serve(c net.Conn) {
 	handedOff := false
 	defer func() {
-		if !handedOff {
-			c.Close()
-			<-s.conns
+		if handedOff {
+			// Still in s.open until the HTTP server closes it, so that
+			// Close reaches it even if the HTTP server has not yet.
+			s.wg.Done()
+			return
 		}
+		c.Close()
+		<-s.conns
 		s.untrack(c)
 	}()
 	br := bufio.NewReaderSize(c, s.cfg.MaxLine)
@@ -257,7 +281,7 @@ func (s *Server) serve(c net.Conn) {
 		if yes, undecided := looksHTTP(head); !undecided {
 			if yes {
 				c.SetReadDeadline(time.Time{})
-				hc := &handedConn{Conn: c, r: br, release: func() { <-s.conns }}
+				hc := &handedConn{Conn: c, r: br, release: func() { s.forget(c); <-s.conns }}
 				if s.httpLn.give(hc) {
 					handedOff = true
 				}

@@ -242,8 +242,10 @@ func TestQoSMetricsHandler(t *testing.T) {
 // timeout, sessions and connections beyond their limits are refused with a
 // word, and none of it stops the probes answering.
 func TestQoSBounds(t *testing.T) {
-	srv, _ := start(t, Config{MaxLine: 256, MaxSessions: 2, DetectTimeout: 50 * time.Millisecond})
+	// (Started first: each cleanup checks for goroutines left since its
+	// own start, so the server started last must close first.)
 	idleSrv, _ := start(t, Config{IdleTimeout: 300 * time.Millisecond})
+	srv, _ := start(t, Config{MaxLine: 256, MaxSessions: 2, DetectTimeout: 50 * time.Millisecond})
 
 	long := dialTelnet(t, srv.Addr())
 	long.until(Prompt)
@@ -270,6 +272,21 @@ func TestQoSBounds(t *testing.T) {
 	if code, _ := get(t, "http://"+srv.Addr()+"/live"); code != 200 {
 		t.Errorf("/live with telnet full: %d", code)
 	}
+	// Headers over 8 KiB are refused, not buffered.
+	big, err := http.NewRequest("GET", "http://"+srv.Addr()+"/ls", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Header.Set("X-Big", strings.Repeat("y", 64<<10))
+	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("64 KiB header: %d, want 431", resp.StatusCode)
+	}
+
 	// A client that sends half a request line and stalls is cut by the
 	// HTTP server's read timeout, not held for ever; meanwhile others pass.
 	stall, err := net.Dial("tcp", srv.Addr())
