@@ -73,6 +73,16 @@ func TestQoSEnableAndAddr(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != "true\n" {
 		t.Errorf("/ready: %d %q", resp.StatusCode, body)
 	}
+	// No registry: offline has nothing to do, and says so.
+	resp, err = c.Get("http://" + addr + "/offline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), "no such service in any registry, nothing to unregister: org.example.Greeter:1.0") {
+		t.Errorf("/offline without registries: %d %q", resp.StatusCode, body)
+	}
 	app.Stop(context.Background())
 	if app.QoSAddr() != "" {
 		t.Errorf("QoSAddr after Stop: %q", app.QoSAddr())

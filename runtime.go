@@ -20,6 +20,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/token"
 	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/proxy"
+	"github.com/weftrpc/weft/qos"
 )
 
 // runtime is what one App exports and refers, built from its Config and its
@@ -704,8 +705,13 @@ func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) 
 		}
 	}
 	var errs []error
+	registered := false
 	for _, r := range rt.registrations() {
-		if !ids[r.service] || r.on.Load() == on {
+		if !ids[r.service] {
+			continue
+		}
+		registered = true
+		if r.on.Load() == on {
 			continue
 		}
 		var err error
@@ -721,6 +727,10 @@ func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) 
 		}
 		r.on.Store(on)
 		rt.log.Info("weft: qos: "+what, "service", r.service, "registry", r.registry, "url", r.url.String())
+	}
+	if !registered {
+		return nil, fmt.Errorf("%w in any registry, nothing to %s: %s (the App has no registries, or exports it in process only); %s applies to services registered in registries.<id>",
+			qos.ErrNotFound, verb, strings.Join(keys, ", "), what)
 	}
 	return keys, errors.Join(errs...)
 }
