@@ -126,7 +126,7 @@ func cmdLs(_ context.Context, s *Server, _ []string) result {
 		if len(list) > maxListed {
 			list = append(list[:maxListed:maxListed], fmt.Sprintf("... %d more", len(r.Providers)-maxListed))
 		}
-		from := "url"
+		from := "direct"
 		if r.Discover {
 			from = "registry"
 		}
