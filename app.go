@@ -160,6 +160,9 @@ func New(opts ...Option) (*App, error) {
 		fx.Options(o.plugins...),
 		loaders(),
 		fx.Provide(newRuntime),
+		// Before the runtime's hook: QoS is up before the first export and
+		// down after the last unexport (qos_app.go).
+		fx.Invoke(startQoS),
 		fx.Invoke(func(lc fx.Lifecycle, rt *runtime) {
 			lc.Append(fx.Hook{OnStart: rt.start, OnStop: rt.stop})
 			a.rt = rt

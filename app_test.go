@@ -162,7 +162,7 @@ provider:
 			[]string{"unknown key provider.services.greeter.timeuot", "known at provider.services.greeter:", "timeout"}},
 		{"unknown top-level key", `
 consumers: {timeout: 1}`,
-			[]string{"unknown key consumers", "known at the top level: application, config_center, consumer, logger, protocols, provider, registries"}},
+			[]string{"unknown key consumers", "known at the top level: application, config_center, consumer, "}},
 		{"missing implementation", `
 provider:
   services:

@@ -40,6 +40,8 @@ type Config struct {
 	Logger LoggerConfig `koanf:"logger"`
 	// Tracing is OpenTelemetry tracing, off by default (config_tracing.go).
 	Tracing TracingConfig `koanf:"tracing"`
+	// QoS is Dubbo's operations port: commands, probes, /metrics (config_qos.go).
+	QoS QoSConfig `koanf:"qos"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read
@@ -541,6 +543,7 @@ func checkValues(cfg *Config, set func(key string) bool) []error {
 		check(path+".timeout", wc.Timeout, ruleWasmTimeout)
 		check(path+".max_instances", wc.MaxInstances, ruleWasmInstances)
 	}
+	errs = append(errs, cfg.QoS.check()...)
 	// Router priorities and WASM filter orders are any int: they only sort.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs

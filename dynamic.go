@@ -155,6 +155,9 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
 		restart("tracing")
 	}
+	if !reflect.DeepEqual(old.QoS, next.QoS) {
+		restart("qos")
+	}
 
 	// Provider: filter lists are dynamic.
 	op, np := old.Provider, next.Provider

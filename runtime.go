@@ -20,6 +20,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/token"
 	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/proxy"
+	"github.com/weftrpc/weft/qos"
 )
 
 // runtime is what one App exports and refers, built from its Config and its
@@ -36,7 +37,16 @@ type runtime struct {
 
 	registryURLs map[string]*kernel.URL // id -> address
 	registries   map[string]extension.Registry
-	registered   []registration
+	// registered is every (service, registry) registration, kept after
+	// QoS's offline so that online can register it again; exported is
+	// each export's published URL (ls, ps). regMu guards both slices;
+	// regOpMu serialises the registry calls of online, offline and stop.
+	registered []*registration
+	exported   []exportedURL
+	regMu      sync.Mutex
+	regOpMu    sync.Mutex
+	// life is the App's life as QoS's probes see it (qos_app.go).
+	life lifeState
 
 	services []*service
 	refs     map[string]*reference
@@ -57,8 +67,16 @@ type runtime struct {
 }
 
 type registration struct {
-	reg extension.Registry
-	url *kernel.URL
+	service  string // provider.services id
+	registry string // registries id
+	reg      extension.Registry
+	url      *kernel.URL
+	on       atomic.Bool // registered now: false after offline
+}
+
+type exportedURL struct {
+	service string
+	url     *kernel.URL // with the port the server got
 }
 
 type service struct {
@@ -595,6 +613,7 @@ func (rt *runtime) start(ctx context.Context) error {
 		}
 	}
 	rt.watchConfig()
+	rt.life.started.Store(true)
 	rt.log.Info("weft: started", "application", rt.cfg.Application.Name, "services", len(rt.services),
 		"references", len(rt.refIDs), "took", time.Since(began).Round(time.Microsecond))
 	return nil
@@ -627,10 +646,6 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 		return fmt.Errorf("weft: export %s: %w", id, err)
 	}
 	rt.exporters = append(rt.exporters, exp)
-	if u.Protocol == "injvm" {
-		rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol)
-		return nil
-	}
 	// Registered once the server listens, with the port it really got.
 	pub := u
 	if b, ok := exp.(interface{ BoundAddr() string }); ok && u.Port == 0 {
@@ -639,17 +654,91 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 			pub = u.WithAddress(u.Protocol, u.Host, p)
 		}
 	}
+	rt.regMu.Lock()
+	rt.exported = append(rt.exported, exportedURL{id, pub})
+	rt.regMu.Unlock()
+	if u.Protocol == "injvm" {
+		rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol)
+		return nil
+	}
 	for _, rid := range sortedKeys(rt.registries) {
 		reg := rt.registries[rid]
 		if err := reg.Register(ctx, pub); err != nil {
 			return fmt.Errorf("weft: register %s in registries.%s: %w", id, rid, err)
 		}
-		rt.registered = append(rt.registered, registration{reg, pub})
+		r := &registration{service: id, registry: rid, reg: reg, url: pub}
+		r.on.Store(true)
+		rt.regMu.Lock()
+		rt.registered = append(rt.registered, r)
+		rt.regMu.Unlock()
 	}
 	// With port 0 this line is where the bound port shows.
 	rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol,
 		"address", pub.Address(), "registries", strings.Join(sortedKeys(rt.registries), ","))
 	return nil
+}
+
+// registrations is a copy of rt.registered, for reading without regMu.
+func (rt *runtime) registrations() []*registration {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	return append([]*registration(nil), rt.registered...)
+}
+
+// setOnline registers (on) or unregisters, in every registry, the services
+// whose ids are in ids, leaving them exported: QoS's online and offline.
+// Offline consumers stop choosing this provider once their registry tells
+// them, and the calls they already sent finish; online brings them back.
+// It returns the service keys it was asked to change; a registry that fails
+// leaves that registration as it was, and says so in the error.
+func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) ([]string, error) {
+	rt.regOpMu.Lock()
+	defer rt.regOpMu.Unlock()
+	verb, from, what := "unregister", "from", "offline"
+	if on {
+		verb, from, what = "register", "in", "online"
+	}
+	switch {
+	case rt.life.stopping.Load():
+		return nil, fmt.Errorf("cannot %s: the App is stopping and has left its registries for good", verb)
+	case !rt.life.started.Load():
+		return nil, fmt.Errorf("cannot %s yet: the App is still starting (its services register as they are exported); try again once startup answers true", verb)
+	}
+	var keys []string
+	for _, s := range rt.services {
+		if ids[s.id] {
+			keys = append(keys, s.urls[0].ServiceKey())
+		}
+	}
+	var errs []error
+	registered := false
+	for _, r := range rt.registrations() {
+		if !ids[r.service] {
+			continue
+		}
+		registered = true
+		if r.on.Load() == on {
+			continue
+		}
+		var err error
+		if on {
+			err = r.reg.Register(ctx, r.url)
+		} else {
+			err = r.reg.Unregister(ctx, r.url)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s %s registries.%s: %w (it stays as it was there; run the command again once the registry answers)",
+				verb, r.url.String(), from, r.registry, err))
+			continue
+		}
+		r.on.Store(on)
+		rt.log.Info("weft: qos: "+what, "service", r.service, "registry", r.registry, "url", r.url.String())
+	}
+	if !registered {
+		return nil, fmt.Errorf("%w in any registry, nothing to %s: %s (the App has no registries, or exports it in process only); %s applies to services registered in registries.<id>",
+			qos.ErrNotFound, verb, strings.Join(keys, ", "), what)
+	}
+	return keys, errors.Join(errs...)
 }
 
 func (rt *runtime) refer(ctx context.Context, r *reference) error {
@@ -751,6 +840,10 @@ func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 // stop releases references first, then unexports: calls in flight finish
 // against services that are still there.
 func (rt *runtime) stop(ctx context.Context) error {
+	// Not ready from the first moment, before anything leaves: a
+	// Kubernetes Service stops sending while the registries catch up.
+	rt.life.stopping.Store(true)
+	defer rt.life.stopped.Store(true)
 	began := time.Now()
 	rt.log.Info("weft: stopping", "application", rt.cfg.Application.Name)
 	defer func() {
@@ -766,14 +859,24 @@ func (rt *runtime) stop(ctx context.Context) error {
 	rt.drains.Wait()
 	// Unregister first, so consumers stop choosing this provider while it
 	// still answers; then references; then exporters, which refuse new
-	// calls and drain those in flight before closing.
-	for i := len(rt.registered) - 1; i >= 0; i-- {
-		r := rt.registered[i]
+	// calls and drain those in flight before closing. (Those taken
+	// offline are unregistered already; regOpMu waits for an online or
+	// offline under way.)
+	rt.regOpMu.Lock()
+	regs := rt.registrations()
+	for i := len(regs) - 1; i >= 0; i-- {
+		r := regs[i]
+		if !r.on.Swap(false) {
+			continue
+		}
 		if err := r.reg.Unregister(ctx, r.url); err != nil {
 			rt.log.Warn("weft: unregister", "url", r.url.String(), "err", err)
 		}
 	}
+	rt.regMu.Lock()
 	rt.registered = nil
+	rt.regMu.Unlock()
+	rt.regOpMu.Unlock()
 	if d := time.Duration(rt.cfg.Provider.Shutdown.Wait) * time.Millisecond; d > 0 && len(rt.registries) > 0 && len(rt.exporters) > 0 {
 		// Give consumers time to hear of the unregistration.
 		select {

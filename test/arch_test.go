@@ -31,6 +31,8 @@ func TestLayering(t *testing.T) {
 		"transport-netty": {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
 		"registry-nacos":  {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
 		"filters-wasm":    {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
+		// The QoS server sees the App only through qos.App.
+		"qos": {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins", "github.com/weftrpc/weft/cluster"},
 	}
 	checked := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

@@ -3,6 +3,7 @@
 //	weft run -c weft.yaml [-c override.yaml ...]   compose and run until SIGINT/SIGTERM
 //	weft wasm check FILE.wasm                      check a WASM filter module against ABI v1
 //	weft ls REGISTRY_URL                           list a registry's services and providers
+//	weft qos HOST:PORT COMMAND [ARGS]              run a QoS command (ls, offline, ready, ...) on an App
 //	weft version                                   print the version
 //
 // The implementations weft run can export are those linked into this binary
@@ -38,6 +39,7 @@ func usage(w io.Writer) {
   weft bench [flags] [URL]        load a Dubbo echo endpoint: qps and latency percentiles
   weft ls REGISTRY_URL            list the services a registry holds and their providers
   weft wasm check FILE.wasm       check a WASM filter module against weft's ABI v1 (exit 1 if invalid)
+  weft qos HOST:PORT CMD [ARGS]   run a QoS command on an App (ls, ps, online, offline, ready...; -h for the list)
   weft version                    print weft's version`)
 }
 
@@ -91,6 +93,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		return wasmCmd(args[1:], stdout, stderr)
 	case "ls":
 		return ls(args[1:], stdout, stderr)
+	case "qos":
+		return qosCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return 0

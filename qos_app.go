@@ -1,0 +1,262 @@
+package weft
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+
+	"go.uber.org/fx"
+
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/qos"
+)
+
+// lifeState is the App's life as the QoS probes see it. Flags, not a lock:
+// a probe must answer at once, whatever the App is doing (a slow registry
+// call holds the registration locks).
+type lifeState struct {
+	started  atomic.Bool // runtime.start finished: everything exported, registered and referred
+	stopping atomic.Bool // runtime.stop began
+	stopped  atomic.Bool // runtime.stop ended
+	srv      atomic.Pointer[qos.Server]
+}
+
+// MetricsHandler is what the QoS port serves at /metrics. Without one,
+// /metrics answers 404 "metrics disabled". A metrics plugin supplies it:
+//
+//	weft.WithPlugins(fx.Supply(weft.MetricsHandler{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}))
+type MetricsHandler struct{ http.Handler }
+
+type qosIn struct {
+	fx.In
+	LC      fx.Lifecycle
+	RT      *runtime
+	Log     *slog.Logger
+	Metrics MetricsHandler `optional:"true"`
+}
+
+// startQoS adds the QoS server to the App's life. New invokes it before the
+// runtime's hook, so fx starts it before anything is exported (the probes
+// answer "not ready" while the App starts) and stops it after everything
+// is unexported (they answer "not ready" while it stops).
+func startQoS(in qosIn) {
+	cfg, rt := in.RT.cfg.QoS, in.RT
+	if !cfg.enabled() {
+		return
+	}
+	in.LC.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			srv, err := qos.Listen(qos.Config{Addr: cfg.addr(), App: qosApp{rt}, Metrics: in.Metrics.Handler, Log: in.Log})
+			if err != nil {
+				// Dubbo logs "qos-server can not bind" and starts anyway: a
+				// second App on one host must not fail for want of it.
+				in.Log.Warn("weft: qos: cannot listen; the App runs without its QoS port (no probes, online, offline or /metrics)",
+					"addr", cfg.addr(), "err", err, "fix", "set qos.port to a free port (0: any), or qos.enable: false")
+				return nil
+			}
+			rt.life.srv.Store(srv)
+			in.Log.Info("weft: qos listening", "addr", srv.Addr(), "accept_foreign_ip", cfg.AcceptForeignIP)
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			if srv := rt.life.srv.Swap(nil); srv != nil {
+				return srv.Close()
+			}
+			return nil
+		},
+	})
+}
+
+// QoSAddr is the address the App's QoS server listens on (with the port it
+// got when qos.port is 0), or "" when it is disabled, could not bind, or
+// the App is not running.
+func (a *App) QoSAddr() string {
+	if srv := a.rt.life.srv.Load(); srv != nil {
+		return srv.Addr()
+	}
+	return ""
+}
+
+// qosApp is the App as the QoS server sees it.
+type qosApp struct{ rt *runtime }
+
+var _ qos.App = qosApp{}
+
+func (q qosApp) Services() []qos.Service {
+	rt := q.rt
+	regs := rt.registrations()
+	rt.regMu.Lock()
+	exported := append([]exportedURL(nil), rt.exported...)
+	rt.regMu.Unlock()
+	out := make([]qos.Service, 0, len(rt.services))
+	for _, s := range rt.services {
+		sv := qos.Service{ID: s.id, Key: s.urls[0].ServiceKey()}
+		for _, e := range exported {
+			if e.service == s.id {
+				sv.Exports = append(sv.Exports, e.url.Protocol+"://"+e.url.Address())
+			}
+		}
+		for _, r := range regs {
+			if r.service == s.id {
+				sv.Registries = append(sv.Registries, qos.Registration{Registry: r.registry, Registered: r.on.Load()})
+			}
+		}
+		out = append(out, sv)
+	}
+	return out
+}
+
+func (q qosApp) References() []qos.Reference {
+	rt := q.rt
+	// A config center's change replaces a reference's directory under
+	// applyMu.
+	rt.applyMu.Lock()
+	defer rt.applyMu.Unlock()
+	out := make([]qos.Reference, 0, len(rt.refIDs))
+	for _, id := range rt.refIDs {
+		r := rt.refs[id]
+		ref := qos.Reference{ID: id, Key: r.url.ServiceKey(), Discover: r.discover}
+		// r.dir is set by refer while the App starts; started (stored after
+		// every refer) orders that before this read.
+		if !rt.life.started.Load() {
+			out = append(out, ref)
+			continue
+		}
+		if d, ok := r.dir.(interface{ Invokers() []kernel.Invoker }); ok && r.invoker.Load() != nil {
+			for _, iv := range d.Invokers() {
+				if u := iv.URL(); u != nil {
+					ref.Providers = append(ref.Providers, u.Protocol+"://"+u.Address())
+				}
+			}
+		}
+		out = append(out, ref)
+	}
+	return out
+}
+
+func (q qosApp) Ports() []qos.Port {
+	rt := q.rt
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	var out []qos.Port
+	seen := map[string]bool{}
+	for _, e := range rt.exported {
+		if e.url.Protocol == "injvm" {
+			continue // in process: no port
+		}
+		p := qos.Port{Protocol: e.url.Protocol, Addr: e.url.Address()}
+		if k := p.Protocol + " " + p.Addr; !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (q qosApp) Online(ctx context.Context, service string) ([]string, error) {
+	return q.setOnline(ctx, service, true)
+}
+
+func (q qosApp) Offline(ctx context.Context, service string) ([]string, error) {
+	return q.setOnline(ctx, service, false)
+}
+
+func (q qosApp) setOnline(ctx context.Context, service string, on bool) ([]string, error) {
+	ids, err := q.match(service)
+	if err != nil {
+		return nil, err
+	}
+	return q.rt.setOnline(ctx, ids, on)
+}
+
+// match finds the services a QoS argument names, as Dubbo's online and
+// offline do: all of them for none (or "*"); else those whose id,
+// interface or service key is the argument, or, when none is, those whose
+// interface or service key the argument matches as a regular expression
+// (Java's String.matches: the whole name).
+func (q qosApp) match(pattern string) (map[string]bool, error) {
+	ids := map[string]bool{}
+	services := q.rt.services
+	if pattern == "" || pattern == "*" {
+		for _, s := range services {
+			ids[s.id] = true
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("%w: this App exports no service (it only consumes)", qos.ErrNotFound)
+		}
+		return ids, nil
+	}
+	for _, s := range services {
+		if pattern == s.id || pattern == s.urls[0].Path || pattern == s.urls[0].ServiceKey() {
+			ids[s.id] = true
+		}
+	}
+	if len(ids) == 0 {
+		if re, err := regexp.Compile("^(?:" + pattern + ")$"); err == nil {
+			for _, s := range services {
+				if re.MatchString(s.urls[0].Path) || re.MatchString(s.urls[0].ServiceKey()) {
+					ids[s.id] = true
+				}
+			}
+		}
+	}
+	if len(ids) == 0 {
+		var known []string
+		for _, s := range services {
+			known = append(known, s.id+" ("+s.urls[0].ServiceKey()+")")
+		}
+		return nil, fmt.Errorf("%w: no service matches %q; services: %s", qos.ErrNotFound, pattern, strings.Join(known, ", "))
+	}
+	return ids, nil
+}
+
+// Ready follows Dubbo 3's readiness: the App has started (every service
+// exported and registered, every reference referred) and is not stopping,
+// and, if it exports services, at least one of them is online (offline of
+// every service makes it unready, offline of some does not).
+func (q qosApp) Ready() (bool, string) {
+	rt := q.rt
+	switch {
+	case rt.life.stopping.Load():
+		return false, "stopping"
+	case !rt.life.started.Load():
+		return false, "starting: exporting, registering and referring"
+	case len(rt.services) == 0:
+		return true, ""
+	}
+	regs := rt.registrations()
+	for _, s := range rt.services {
+		has, on := false, false
+		for _, r := range regs {
+			if r.service == s.id {
+				has = true
+				on = on || r.on.Load()
+			}
+		}
+		if !has || on {
+			return true, "" // online (a service without registries is always)
+		}
+	}
+	return false, "offline: every service is out of the registries (qos offline); online brings them back"
+}
+
+// Live is true from the moment the QoS server starts until the App has
+// stopped: during a graceful stop the process is draining, not dead, and a
+// failed liveness probe would have Kubernetes kill it mid-drain.
+func (q qosApp) Live() (bool, string) {
+	if q.rt.life.stopped.Load() {
+		return false, "stopped"
+	}
+	return true, ""
+}
+
+func (q qosApp) Started() (bool, string) {
+	if q.rt.life.started.Load() {
+		return true, ""
+	}
+	return false, "starting: exporting, registering and referring"
+}
