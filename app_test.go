@@ -120,7 +120,7 @@ func TestStartupErrorsNameKeyPathAndKnownNames(t *testing.T) {
 consumer:
   references:
     greeter: {interface: org.example.Greeter, protocol: injvm, filter: "consumercontext,nosuch"}`,
-			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, consumercontext, context, echo, exception, executelimit, generic, timeout"}},
+			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, consumercontext, context, echo, exception, executelimit, generic, metrics, timeout"}},
 		{"unknown provider filter removal", `
 provider:
   filter: "-nosuch"
@@ -162,7 +162,7 @@ provider:
 			[]string{"unknown key provider.services.greeter.timeuot", "known at provider.services.greeter:", "timeout"}},
 		{"unknown top-level key", `
 consumers: {timeout: 1}`,
-			[]string{"unknown key consumers", "application, config_center, consumer, protocols, provider, registries"}},
+			[]string{"unknown key consumers", "application, config_center, consumer, metrics, protocols, provider, registries"}},
 		{"missing implementation", `
 provider:
   services:

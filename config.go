@@ -36,6 +36,8 @@ type Config struct {
 	// TLS, when set, secures every dubbo server and client of the App
 	// (dubbo-go's tls_config).
 	TLS TLSConfig `koanf:"tls"`
+	// Metrics: Dubbo's metrics (config_metrics.go).
+	Metrics MetricsConfig `koanf:"metrics"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read

@@ -153,6 +153,7 @@ func builtins() fx.Option {
 		}),
 
 		fx.Provide(wasmFilters),
+		metricsPlugin(),
 
 		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
