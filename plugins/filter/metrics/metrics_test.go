@@ -329,12 +329,18 @@ func TestOptionsAndSources(t *testing.T) {
 	}
 	r := newTestRegistry(t, Options{})
 	if err := r.AddSources(Sources{
-		ThreadPools:   func() []ThreadPool { return []ThreadPool{{Name: "DubboServerHandler-127.0.0.1:20880", Core: 200, Max: 200, Rejected: 3}} },
-		Connections:   func() []Connections { return []Connections{{Side: "provider", Count: 2}} },
-		Registry:      func() RegistryStats { return RegistryStats{Notify: 4, NotifyLast: 2, Register: 1} },
-		ConfigChanges: func() []ConfigChange { return []ConfigChange{{Key: "demo", Group: "dubbo", ConfigCenter: "nacos", ChangeType: "added", Count: 1}} },
+		ThreadPools: func() []ThreadPool {
+			return []ThreadPool{{Name: "DubboServerHandler-127.0.0.1:20880", Core: 200, Max: 200, Rejected: 3}}
+		},
+		Connections: func() []Connections { return []Connections{{Side: "provider", Count: 2}} },
+		Registry:    func() RegistryStats { return RegistryStats{Notify: 4, NotifyLast: 2, Register: 1} },
+		ConfigChanges: func() []ConfigChange {
+			return []ConfigChange{{Key: "demo", Group: "dubbo", ConfigCenter: "nacos", ChangeType: "added", Count: 1}}
+		},
 		ConfigApplies: func() ConfigApplies { return ConfigApplies{Applied: 1} },
-		Wasm:          func() []WasmFilter { return []WasmFilter{{Name: "wasm-authz", Calls: 9, Instances: 2, MemoryBytes: 1 << 20}} },
+		Wasm: func() []WasmFilter {
+			return []WasmFilter{{Name: "wasm-authz", Calls: 9, Instances: 2, MemoryBytes: 1 << 20}}
+		},
 	}); err != nil {
 		t.Fatal(err)
 	}
