@@ -59,9 +59,12 @@ type MetricsHistogramConfig struct {
 }
 
 // metricsDefaultOn: metrics are on unless `metrics.enable: false`, as in
-// Dubbo 3, because they cost a provider-and-consumer echo round trip over
-// loopback about 1% of its throughput and no allocation
-// (BenchmarkMetricsEcho in test/).
+// Dubbo 3, because they cost so little: the filter takes about 150 ns per
+// call and side and allocates nothing (BenchmarkFilter in
+// plugins/filter/metrics), which on an echo round trip over loopback of
+// some 20 µs is within the noise of a shared 2-core machine, well above
+// 97% of the calls/s with metrics off, with the same 34 allocations per
+// call (BenchmarkMetricsEcho in test/).
 const metricsDefaultOn = true
 
 // Dubbo-go's defaults.
