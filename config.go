@@ -42,6 +42,8 @@ type Config struct {
 	Tracing TracingConfig `koanf:"tracing"`
 	// QoS is Dubbo's operations port: commands, probes, /metrics (config_qos.go).
 	QoS QoSConfig `koanf:"qos"`
+	// Metrics: Dubbo's metrics (config_metrics.go).
+	Metrics MetricsConfig `koanf:"metrics"`
 }
 
 // TLSConfig is the App's TLS material, dubbo-go's key names. Files are read

@@ -98,12 +98,15 @@ func (rt *runtime) onConfig(extension.ConfigChangedEvent) {
 	rt.cc.mu.Lock()
 	ev := *rt.cc.latest
 	rt.cc.mu.Unlock()
+	rt.obs.configChanged(ev, rt.cc.url.String())
 	next, err := rt.cc.merge(ev.Content)
 	if err != nil {
+		rt.obs.configApplied(false, false, err)
 		rt.log.Error("weft: config center document rejected; the running config stays", "err", err)
 		return
 	}
 	report, err := rt.apply(next)
+	rt.obs.configApplied(len(report.applied) > 0, len(report.restart) > 0, err)
 	switch {
 	case err != nil:
 		rt.log.Error("weft: config center change rejected; the running config stays", "config_center", rt.cc.where(), "err", err)

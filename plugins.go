@@ -156,6 +156,7 @@ func builtins() fx.Option {
 		}),
 
 		fx.Provide(wasmFilters),
+		metricsPlugin(),
 
 		tracingPlugins(),
 

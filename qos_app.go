@@ -25,18 +25,11 @@ type lifeState struct {
 	srv      atomic.Pointer[qos.Server]
 }
 
-// MetricsHandler is what the QoS port serves at /metrics. Without one,
-// /metrics answers 404 "metrics disabled". A metrics plugin supplies it:
-//
-//	weft.WithPlugins(fx.Supply(weft.MetricsHandler{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}))
-type MetricsHandler struct{ http.Handler }
-
 type qosIn struct {
 	fx.In
-	LC      fx.Lifecycle
-	RT      *runtime
-	Log     *slog.Logger
-	Metrics MetricsHandler `optional:"true"`
+	LC  fx.Lifecycle
+	RT  *runtime
+	Log *slog.Logger
 }
 
 // startQoS adds the QoS server to the App's life. New invokes it before the
@@ -50,7 +43,13 @@ func startQoS(in qosIn) {
 	}
 	in.LC.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			srv, err := qos.Listen(qos.Config{Addr: cfg.addr(), App: qosApp{rt}, Metrics: in.Metrics.Handler, Log: in.Log})
+			// /metrics is the App's own registry; with metrics off the
+			// QoS server answers it with 404 "metrics disabled".
+			var mh http.Handler
+			if rt.obs != nil && rt.obs.metrics != nil {
+				mh = rt.obs.metrics.Handler()
+			}
+			srv, err := qos.Listen(qos.Config{Addr: cfg.addr(), App: qosApp{rt}, Metrics: mh, Log: in.Log})
 			if err != nil {
 				// Dubbo logs "qos-server can not bind" and starts anyway: a
 				// second App on one host must not fail for want of it.

@@ -64,6 +64,7 @@ type runtime struct {
 	stopped bool
 	stopCh  chan struct{}
 	drains  sync.WaitGroup
+	obs     *observer // life events for metrics (metrics_plugin.go)
 }
 
 type registration struct {
@@ -119,11 +120,11 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
 	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
-	cc *configCenter, wasm wasmSet,
+	cc *configCenter, wasm wasmSet, obs *observer,
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
 		regs: regs, registryURLs: map[string]*kernel.URL{}, registries: map[string]extension.Registry{},
-		refs: map[string]*reference{}, reg: reg, cc: cc, wasm: wasm, stopCh: make(chan struct{})}
+		refs: map[string]*reference{}, reg: reg, cc: cc, wasm: wasm, stopCh: make(chan struct{}), obs: obs}
 	var errs []error
 	fallbacks := map[string]kernel.Invoker{}
 	for name, impl := range reg.mocks {
@@ -528,6 +529,7 @@ type unionListener struct {
 	mu    sync.Mutex
 	dir   extension.NotifyListener
 	parts map[string][]*kernel.URL
+	obs   *observer
 }
 
 func newUnionListener(dir extension.NotifyListener) *unionListener {
@@ -545,7 +547,9 @@ func (m unionMember) Notify(urls []*kernel.URL) {
 	m.u.mu.Lock()
 	defer m.u.mu.Unlock()
 	m.u.parts[m.id] = urls
-	m.u.dir.Notify(m.u.all())
+	all := m.u.all()
+	m.u.obs.notified(len(all))
+	m.u.dir.Notify(all)
 }
 
 func (u *unionListener) all() []*kernel.URL {
@@ -663,7 +667,9 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	}
 	for _, rid := range sortedKeys(rt.registries) {
 		reg := rt.registries[rid]
-		if err := reg.Register(ctx, pub); err != nil {
+		err := reg.Register(ctx, pub)
+		rt.obs.registered(err)
+		if err != nil {
 			return fmt.Errorf("weft: register %s in registries.%s: %w", id, rid, err)
 		}
 		r := &registration{service: id, registry: rid, reg: reg, url: pub}
@@ -748,8 +754,11 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 	}
 	if rd != nil {
 		r.union = newUnionListener(rd)
+		r.union.obs = rt.obs
 		for _, id := range sortedKeys(rt.registries) {
-			if err := rt.registries[id].Subscribe(ctx, r.url, r.union.member(id)); err != nil {
+			err := rt.registries[id].Subscribe(ctx, r.url, r.union.member(id))
+			rt.obs.subscribed(err)
+			if err != nil {
 				iv.Destroy()
 				return fmt.Errorf("subscribe in registries.%s: %w", id, err)
 			}

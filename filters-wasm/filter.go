@@ -120,7 +120,12 @@ type Filter struct {
 
 	stats struct {
 		created, discarded, failures, reloads, failedReloads atomic.Int64
-		maxBusy                                              atomic.Int32
+		// calls, traps, timeouts and memBytes feed the App's metrics:
+		// failures split into traps and timeouts, and the linear memory
+		// of the live instances, updated as instances start, come back
+		// from a call and close.
+		calls, traps, timeouts, memBytes atomic.Int64
+		maxBusy                          atomic.Int32
 	}
 }
 
@@ -367,12 +372,19 @@ type Stats struct {
 	// Waiting counts the calls waiting for an instance of the current
 	// version now (MaxInstances reached).
 	Waiting int
+	// Calls counts the calls the filter was asked to run; Traps and
+	// Timeouts split Failures (a cancelled call counts as a timeout).
+	Calls, Traps, Timeouts int64
+	// MemoryBytes is the linear memory of the live instances, as of their
+	// last call.
+	MemoryBytes int64
 }
 
 // Stats returns the filter's counts.
 func (f *Filter) Stats() Stats {
 	s := Stats{Created: f.stats.created.Load(), Discarded: f.stats.discarded.Load(), Failures: f.stats.failures.Load(),
-		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load()}
+		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load(),
+		Calls: f.stats.calls.Load(), Traps: f.stats.traps.Load(), Timeouts: f.stats.timeouts.Load(), MemoryBytes: f.stats.memBytes.Load()}
 	if v := f.cur.Load(); v != nil {
 		v.mu.Lock()
 		s.Version, s.Live, s.Idle, s.Waiting = v.seq, v.live-v.creating, len(v.idle), len(v.waiters)
@@ -384,6 +396,7 @@ func (f *Filter) Stats() Stats {
 // Invoke runs weft_on_request, the rest of the chain, then weft_on_response
 // (when exported) on the same instance.
 func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	f.stats.calls.Add(1)
 	if err := ctx.Err(); err != nil {
 		return kernel.Result{}, f.ctxError(err, "before "+exportOnRequest+" ran")
 	}

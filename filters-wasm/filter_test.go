@@ -180,6 +180,9 @@ func TestRejections(t *testing.T) {
 	// Rejections are answers, not failures: the instance is kept (with the
 	// spare the pool made when the first call took its only instance).
 	waitFor(t, 5*time.Second, func() bool { return f.Stats().Idle == 2 })
+	if s := f.Stats(); s.MemoryBytes < 2*65536 {
+		t.Errorf("two live instances hold %d bytes of linear memory, want at least a page each", s.MemoryBytes)
+	}
 	if s := f.Stats(); s.Discarded != 0 || s.Failures != 0 || s.Created != 2 {
 		t.Errorf("stats %+v", s)
 	}
@@ -279,6 +282,13 @@ func TestFailuresAreContained(t *testing.T) {
 		}
 		if s := f.Stats(); s.Failures != before.Failures+1 || s.Discarded < before.Discarded+1 {
 			t.Errorf("%s: the instance was not discarded: %+v", name, s)
+		}
+		// The metrics' split of failures: a timeout code is a timeout,
+		// anything else a trap; every call is counted.
+		if s := f.Stats(); s.Calls < before.Calls+1 || s.Traps+s.Timeouts != s.Failures ||
+			(c.code == kernel.CodeTimeout) != (s.Timeouts == before.Timeouts+1) || s.MemoryBytes < 0 {
+			t.Errorf("%s: calls %d→%d, traps %d→%d, timeouts %d→%d, failures %d, memory %d", name,
+				before.Calls, s.Calls, before.Traps, s.Traps, before.Timeouts, s.Timeouts, s.Failures, s.MemoryBytes)
 		}
 		if _, err := healthy(f, ep); err != nil {
 			t.Errorf("%s: the next call failed: %v", name, err)

@@ -299,6 +299,12 @@ func (v *version) createFailed(err error) {
 
 // put returns a healthy instance after its call.
 func (v *version) put(in *instance) {
+	// The guest may have grown its memory during the call; the instance
+	// is not running now, so its size can be read.
+	if n := int64(in.mem.Size()); n != in.memSeen {
+		v.f.stats.memBytes.Add(n - in.memSeen)
+		in.memSeen = n
+	}
 	v.mu.Lock()
 	if !v.retired && len(v.waiters) > 0 {
 		w := v.waiters[0]
@@ -369,6 +375,8 @@ type instance struct {
 	f   *Filter
 	mod api.Module
 	mem api.Memory
+	// memSeen is the memory size last added to the filter's memBytes.
+	memSeen int64
 
 	alloc, onRequest, onResponse api.Function
 
@@ -456,6 +464,8 @@ func (v *version) instantiate() (*instance, error) {
 	if got := int32(in.stack[0]); got != ABIVersion {
 		return fail(&versionError{got})
 	}
+	in.memSeen = int64(in.mem.Size())
+	f.stats.memBytes.Add(in.memSeen)
 	in.ictx, in.icancel = context.WithCancelCause(context.Background())
 	in.timer = time.AfterFunc(time.Hour, func() { in.icancel(errGuestTimeout) })
 	in.timer.Stop()
@@ -478,6 +488,8 @@ func explainCtx(ctx context.Context, err error, limit time.Duration) error {
 }
 
 func (in *instance) close() {
+	in.f.stats.memBytes.Add(-in.memSeen)
+	in.memSeen = 0
 	in.f.byMod.Delete(in.mod)
 	if in.timer != nil {
 		in.timer.Stop()
@@ -586,6 +598,9 @@ func (in *instance) failure(cctx context.Context, what string, err error, timedO
 	kind := warnTrap
 	if ke.Code == kernel.CodeTimeout || errors.Is(ke, context.Canceled) {
 		kind = warnTimeout
+		f.stats.timeouts.Add(1)
+	} else {
+		f.stats.traps.Add(1)
 	}
 	f.warn(kind, "weft: wasm filter call failed", "module_version", in.v.seq, "error", ke.Msg, "detail", err.Error())
 	return ke

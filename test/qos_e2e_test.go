@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -454,4 +455,55 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// The QoS port serves the App's own metrics at /metrics, as Dubbo's does:
+// a provider's counters after real calls over TCP; with metrics off, 404.
+func TestQoSServesTheAppsMetrics(t *testing.T) {
+	noLeaks(t)
+	addr := freePort(t)
+	provider := startApp(t, fmt.Sprintf(`
+application: {name: qos-metrics}
+qos: {port: 0}
+protocols: {dubbo: {port: %s}}
+provider: {services: {vault: {interface: org.weft.Vault}}}
+`, addr[strings.LastIndexByte(addr, ':')+1:]), weft.WithService("vault", &vault{}))
+	var c tokenClient
+	startApp(t, fmt.Sprintf(`
+qos: {enable: false}
+consumer: {references: {vault: {interface: org.weft.Vault, url: "dubbo://%s"}}}
+`, addr), weft.WithReference("vault", &c))
+	for range 3 {
+		if _, err := c.Secret(context.Background(), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body := qosGet(t, provider.QoSAddr(), "/metrics")
+	want := `dubbo_provider_requests_total{application_name="qos-metrics",`
+	if code != 200 || !strings.Contains(body, want) {
+		t.Fatalf("/metrics: %d, want 200 with %s...:\n%.2000s", code, want, body)
+	}
+	if !regexp.MustCompile(`(?m)^dubbo_provider_requests_total\{[^}]*interface="org.weft.Vault"[^}]*method="secret"[^}]*\} 3$`).MatchString(body) {
+		t.Errorf("the provider's counter of secret is not 3:\n%s", grepLines(body, "dubbo_provider_requests_total"))
+	}
+
+	off := startApp(t, `
+qos: {port: 0}
+metrics: {enable: false}
+protocols: {dubbo: {port: 0}}
+provider: {services: {vault: {interface: org.weft.Vault}}}
+`, weft.WithService("vault", &vault{}))
+	if code, body := qosGet(t, off.QoSAddr(), "/metrics"); code != 404 || !strings.Contains(body, "metrics disabled") {
+		t.Errorf("/metrics with metrics off: %d %q, want 404", code, body)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

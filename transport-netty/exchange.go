@@ -516,9 +516,12 @@ type ExchangeServer struct {
 	log     *slog.Logger
 	opt     ServerOptions
 	busy    atomic.Int64
-	pool    *workerPool
-	done    chan struct{}
-	bg      sync.WaitGroup
+	// rejected counts calls answered with status 100 (pool full), for the
+	// metrics' dubbo_thread_pool_reject_thread_count.
+	rejected atomic.Int64
+	pool     *workerPool
+	done     chan struct{}
+	bg       sync.WaitGroup
 
 	// closeMu orders wg.Add in Received before wg.Wait in Close.
 	closeMu sync.RWMutex
@@ -553,6 +556,27 @@ func (s *ExchangeServer) Addr() string { return s.srv.Addr().String() }
 
 // Busy is the number of requests being served.
 func (s *ExchangeServer) Busy() int64 { return s.busy.Load() }
+
+// ServerStats is a snapshot of a server's pool and connections, read by
+// the metrics at scrape time (nothing is counted for it on the call path
+// but the rejections).
+type ServerStats struct {
+	Addr string
+	// Threads is the pool's bound (`threads`); Workers the goroutines it
+	// has now, Largest the most it ever had, Busy those serving a call.
+	Threads, Workers, Largest, Busy int64
+	// Rejected counts calls refused with status 100 because every worker
+	// was busy.
+	Rejected int64
+	// Connections is the number of open client connections.
+	Connections int
+}
+
+// Stats returns the server's counts now.
+func (s *ExchangeServer) Stats() ServerStats {
+	return ServerStats{Addr: s.Addr(), Threads: s.pool.max, Workers: s.pool.workers.Load(), Largest: s.pool.largest.Load(),
+		Busy: s.busy.Load(), Rejected: s.rejected.Load(), Connections: s.srv.NumChannels()}
+}
 
 func (s *ExchangeServer) idleCheck() {
 	defer s.bg.Done()
@@ -618,6 +642,7 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 	submitted := s.pool.submit(task{conn, req})
 	if !submitted {
 		s.wg.Done()
+		s.rejected.Add(1)
 		if req.TwoWay {
 			reply(conn, &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
 				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})

@@ -16,6 +16,7 @@ type workerPool struct {
 	tasks   chan task
 	max     int64
 	workers atomic.Int64
+	largest atomic.Int64 // the most workers at once, for metrics
 	idle    time.Duration
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -52,6 +53,9 @@ func (p *workerPool) submit(f task) bool {
 			}
 		}
 		if p.workers.CompareAndSwap(n, n+1) {
+			// Only when a worker starts, which is rare: not on the call path.
+			for l := p.largest.Load(); n+1 > l && !p.largest.CompareAndSwap(l, n+1); l = p.largest.Load() {
+			}
 			p.wg.Add(1)
 			go p.work(f)
 			return true

@@ -26,7 +26,14 @@ const Name = "netty"
 type Transporter struct {
 	log *slog.Logger
 	tls *TLS
+	// clientConns counts the open connections this transporter dialled,
+	// for metrics.
+	clientConns atomic.Int64
 }
+
+// ClientConnections is the number of open connections this transporter
+// dialled.
+func (t *Transporter) ClientConnections() int64 { return t.clientConns.Load() }
 
 // NewTransporter returns a transporter logging to log.
 func NewTransporter(log *slog.Logger) *Transporter { return &Transporter{log: log} }
@@ -82,6 +89,10 @@ func (t *Transporter) dial(url *kernel.URL, codec extension.Codec, handler exten
 	}
 	c := newConn(nc, codec, handler, t.log)
 	c.start()
+	// Counted down when the connection closes, whoever closes it; one
+	// goroutine per connection, which already has two.
+	t.clientConns.Add(1)
+	go func() { <-c.Done(); t.clientConns.Add(-1) }()
 	return c, nil
 }
 
@@ -115,6 +126,13 @@ func (s *Server) Channels() []*Conn {
 		out = append(out, c)
 	}
 	return out
+}
+
+// NumChannels is the number of open connections.
+func (s *Server) NumChannels() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 func (s *Server) accept() {

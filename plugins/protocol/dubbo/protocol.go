@@ -543,3 +543,23 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	}
 	return kernel.Result{Value: r.Value, Attachments: r.Attachments}, nil
 }
+
+// ServerStats returns the pool and connection counts of every server this
+// protocol runs, sorted by address; the metrics read them at scrape time.
+func (p *Protocol) ServerStats() []netty.ServerStats {
+	p.mu.Lock()
+	servers := make([]*server, 0, len(p.servers))
+	for _, s := range p.servers {
+		servers = append(servers, s)
+	}
+	p.mu.Unlock()
+	out := make([]netty.ServerStats, 0, len(servers))
+	for _, s := range servers {
+		out = append(out, s.es.Stats())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out
+}
+
+// ClientConnections is the number of open connections to providers.
+func (p *Protocol) ClientConnections() int64 { return p.t.ClientConnections() }
