@@ -39,6 +39,7 @@ type RegistryFactory interface {
 // that cannot list does not implement it.
 type Catalog interface {
 	// Providers returns the live providers the registry holds, by
-	// service key, each list sorted by URL.
+	// service key, each list sorted by URL. With an error it may still
+	// return what it could read (the error names what is missing).
 	Providers(ctx context.Context) (map[string][]*kernel.URL, error)
 }

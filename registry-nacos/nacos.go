@@ -509,9 +509,12 @@ const (
 
 // Providers lists the healthy, enabled providers of every Dubbo provider
 // service (providers:<interface>:<version>:<group>) in the registry's
-// namespace and group, by service key.
+// namespace and group, by service key. A service whose instances cannot be
+// read is left out and named in the error, with the others still listed:
+// one slow answer should not hide the whole registry.
 func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, error) {
 	out := map[string][]*kernel.URL{}
+	var errs []error
 	for page := uint32(1); (page-1)*catalogPage < catalogMax; page++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -526,7 +529,8 @@ func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, err
 			}
 			ins, err := r.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: Group})
 			if err != nil {
-				return nil, fmt.Errorf("nacos: instances of %s: %w", svc, err)
+				errs = append(errs, fmt.Errorf("nacos: instances of %s: %w", svc, err))
+				continue
 			}
 			for _, u := range r.providerURLs(svc, ins) {
 				out[u.ServiceKey()] = append(out[u.ServiceKey()], u)
@@ -536,5 +540,5 @@ func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, err
 			break
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }

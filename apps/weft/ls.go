@@ -86,9 +86,15 @@ Flags:`)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	all, err := cat.Providers(ctx)
+	code := 0
 	if err != nil {
+		// What could be read is still printed; the error says what is
+		// missing.
 		fmt.Fprintf(stderr, "weft ls: %s: %v\n", u, err)
-		return 1
+		code = 1
+		if len(all) == 0 {
+			return code
+		}
 	}
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range all {
@@ -106,11 +112,11 @@ Flags:`)
 		}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
-		return 0
+		return code
 	}
 	if len(keys) == 0 {
 		fmt.Fprintln(stdout, "(no providers)")
-		return 0
+		return code
 	}
 	for _, k := range keys {
 		fmt.Fprintf(stdout, "%s  (%d providers)\n", k, len(all[k]))
@@ -124,5 +130,5 @@ Flags:`)
 			fmt.Fprintln(stdout, line)
 		}
 	}
-	return 0
+	return code
 }
