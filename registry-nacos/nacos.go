@@ -117,6 +117,7 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 	return &Registry{
 		client:     client,
 		log:        log.With("registry", Name),
+		catalog:    newCatalogClient(where, url, param.ClientConfig.TimeoutMs),
 		registered: map[string]map[string]*kernel.URL{},
 		subs:       map[string]*subscription{},
 	}, nil
@@ -165,8 +166,9 @@ func clientParam(url *kernel.URL) (param vo.NacosClientParam, where string, err 
 
 // Registry is a Nacos registry connection. It is safe for concurrent use.
 type Registry struct {
-	client naming_client.INamingClient
-	log    *slog.Logger
+	client  naming_client.INamingClient
+	log     *slog.Logger
+	catalog *catalogClient // Providers' reads, over the open HTTP API
 
 	mu     sync.Mutex
 	closed bool
@@ -498,46 +500,31 @@ func (r *Registry) Close() error {
 
 var _ extension.Catalog = (*Registry)(nil)
 
-// catalogPage is how many service names one list request asks for, and
-// catalogMax bounds the walk: a listing is for people and tools, and a
-// namespace with more services than this is cut rather than walked for
-// minutes.
-const (
-	catalogPage = 200
-	catalogMax  = 10000
-)
-
 // Providers lists the healthy, enabled providers of every Dubbo provider
 // service (providers:<interface>:<version>:<group>) in the registry's
-// namespace and group, by service key. A service whose instances cannot be
-// read is left out and named in the error, with the others still listed:
-// one slow answer should not hide the whole registry.
+// namespace and group, by service key. It reads Nacos's open HTTP API
+// (/nacos/v1/ns/...), not the SDK: every SDK read subscribes to the service
+// it reads, so a listing would leave a subscription to every service of
+// the namespace (and the server pushing to it). A service whose instances
+// cannot be read is named in the error, the others still listed.
 func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, error) {
+	names, err := r.catalog.services(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string][]*kernel.URL{}
 	var errs []error
-	for page := uint32(1); (page-1)*catalogPage < catalogMax; page++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	for _, svc := range names {
+		if !strings.HasPrefix(svc, CategoryProviders+":") {
+			continue
 		}
-		list, err := r.client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: Group, PageNo: page, PageSize: catalogPage})
+		ins, err := r.catalog.instances(ctx, svc)
 		if err != nil {
-			return nil, fmt.Errorf("nacos: list services: %w", err)
+			errs = append(errs, err)
+			continue
 		}
-		for _, svc := range list.Doms {
-			if !strings.HasPrefix(svc, CategoryProviders+":") {
-				continue
-			}
-			ins, err := r.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: Group})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("nacos: instances of %s: %w", svc, err))
-				continue
-			}
-			for _, u := range r.providerURLs(svc, ins) {
-				out[u.ServiceKey()] = append(out[u.ServiceKey()], u)
-			}
-		}
-		if len(list.Doms) < catalogPage || int64(page)*catalogPage >= list.Count {
-			break
+		for _, u := range r.providerURLs(svc, ins) {
+			out[u.ServiceKey()] = append(out[u.ServiceKey()], u)
 		}
 	}
 	return out, errors.Join(errs...)
