@@ -86,6 +86,14 @@ type BenchResult struct {
 	P90Ms       float64 `json:"p90_ms"`
 	P99Ms       float64 `json:"p99_ms"`
 	P999Ms      float64 `json:"p999_ms"`
+	// Connections is how many connections the client spread its calls over.
+	Connections int `json:"connections"`
+	// ClientCPUSeconds is the CPU (user + system) this process used during
+	// the measured run, and ClientCPUPercent the same per second of it
+	// (100: one core): what the load generator cost, to set beside the
+	// provider's CPU.
+	ClientCPUSeconds float64 `json:"client_cpu_s"`
+	ClientCPUPercent float64 `json:"client_cpu_pct"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -148,13 +156,13 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	res, hist := runBench(iv, *method, payload, *conc, *warm, *dur, *timeout, progressWriter(stderr))
-	res.System, res.Size = "weft", *size
+	res.System, res.Size, res.Connections = "weft", *size, *conns
 	if *asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprintf(stdout, "weft bench %s c=%d size=%d: %.0f qps, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p999 %.3f ms, %d calls, %d errors\n",
-			target, *conc, *size, res.QPS, res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms, res.Calls, res.Errors)
+		fmt.Fprintf(stdout, "weft bench %s c=%d size=%d connections=%d: %.0f qps, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p999 %.3f ms, %d calls, %d errors, client CPU %.0f%%\n",
+			target, *conc, *size, *conns, res.QPS, res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms, res.Calls, res.Errors, res.ClientCPUPercent)
 		printHistogram(stdout, hist)
 	}
 	return 0
@@ -246,6 +254,7 @@ func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, ti
 		win.drain(&histogram{}) // the warm-up's calls
 	}
 	measuring.Store(true)
+	cpu0 := processCPU()
 	start := time.Now()
 	end := start.Add(dur)
 	lastAt, lastCalls, lastErrs := start, uint64(0), uint64(0)
@@ -264,6 +273,7 @@ func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, ti
 	}
 	measuring.Store(false)
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	close(stop)
 	wg.Wait()
 	var all histogram
@@ -271,7 +281,8 @@ func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, ti
 		all.merge(h)
 	}
 	return BenchResult{Concurrency: conc, Seconds: elapsed.Seconds(), Calls: calls.Load(), Errors: errs.Load(),
-		QPS:   float64(calls.Load()) / elapsed.Seconds(),
+		QPS:              float64(calls.Load()) / elapsed.Seconds(),
+		ClientCPUSeconds: cpu.Seconds(), ClientCPUPercent: 100 * cpu.Seconds() / elapsed.Seconds(),
 		P50Ms: ms(all.percentile(0.50)), P90Ms: ms(all.percentile(0.90)), P99Ms: ms(all.percentile(0.99)), P999Ms: ms(all.percentile(0.999))}, &all
 }
 

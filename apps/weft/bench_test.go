@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,6 +59,18 @@ provider: {services: {echo: {interface: org.weft.bench.EchoService}}}
 	}
 	if res.Calls == 0 || res.Errors != 0 || hist.n != res.Calls {
 		t.Fatalf("result %+v, histogram of %d calls", res, hist.n)
+	}
+
+	// -json: the client's own CPU and its connections beside qps, for the
+	// peers' matrix.
+	var js, errb bytes.Buffer
+	url := fmt.Sprintf("dubbo://127.0.0.1:%d/org.weft.bench.EchoService", port)
+	if code := cli([]string{"bench", "-json", "-c", "2", "-connections", "2", "-d", "500ms", "-warmup", "100ms", "-size", "16", url}, &js, &errb); code != 0 {
+		t.Fatalf("bench -json: %d %s", code, errb.String())
+	}
+	var br BenchResult
+	if err := json.Unmarshal(js.Bytes(), &br); err != nil || br.Connections != 2 || br.Calls == 0 || br.ClientCPUSeconds <= 0 || br.ClientCPUPercent <= 0 || br.ClientCPUPercent > 400 {
+		t.Fatalf("bench -json: %v %s", err, js.String())
 	}
 
 	var out bytes.Buffer
