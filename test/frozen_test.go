@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,13 +55,48 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
+	// A port the kernel hands out with :0 comes from the ephemeral range,
+	// where any outgoing connection (of this or another test process) may
+	// take it before the test binds it again: seen under load as "address
+	// already in use". So pick below that range, where only listeners go.
+	lo, _ := ephemeralRange()
+	for range 50 {
+		if lo <= 21000 {
+			break
+		}
+		port := 20000 + rand.IntN(lo-20000)
+		if port == 20880 || port == 22222 { // Dubbo's and QoS's defaults
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// ephemeralRange is Linux's range of ports for outgoing connections
+// (32768..60999 by default), or 0, 0 where it cannot be read.
+func ephemeralRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	lo, _ = strconv.Atoi(f[0])
+	hi, _ = strconv.Atoi(f[1])
+	return lo, hi
 }
 
 func startChild(t *testing.T) (string, *exec.Cmd) {

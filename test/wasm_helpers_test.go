@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,11 +105,4 @@ func startApp(t testing.TB, yaml string, opts ...weft.Option) *weft.App {
 }
 
 // freeAddr is freePort for benchmarks too.
-func freeAddr(tb testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(tb testing.TB) string { return freePort(tb) }
