@@ -261,23 +261,14 @@ func (n *qosNode) Who(_ context.Context, _ string) (string, error) {
 
 func startQoSProvider(t *testing.T, registry string, n *qosNode) *weft.App {
 	t.Helper()
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", n),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	return startApp(t, fmt.Sprintf(`
 qos: {port: 0}
 registries: {local: {address: "%s"}}
 protocols: {dubbo: {port: 0}}
 provider:
   services:
     node: {interface: org.weft.Node}
-`, registry))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Stop(context.Background()) })
-	return app
+`, registry), weft.WithService("node", n))
 }
 
 // offline under load: two providers and a consumer calling from 8
@@ -299,21 +290,13 @@ func TestQoSOfflineUnderLoad(t *testing.T) {
 	var c struct {
 		Who func(ctx context.Context, s string) (string, error)
 	}
-	capp, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("node", &c),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	startApp(t, fmt.Sprintf(`
 qos: {enable: false}
 registries: {local: {address: "%s"}}
 consumer:
   references:
     node: {interface: org.weft.Node, retries: 0, timeout: 5000}
-`, registry))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := capp.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer capp.Stop(context.Background())
+`, registry), weft.WithReference("node", &c))
 
 	var failed atomic.Int64
 	stop := make(chan struct{})
@@ -417,9 +400,8 @@ func TestQoSPortTakenIsAWarning(t *testing.T) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	var logs strings.Builder
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(log), weft.WithService("greeter", &node{name: "a"}),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 qos: {port: %d}
@@ -438,23 +420,10 @@ provider:
 	if app.QoSAddr() != "" {
 		t.Errorf("QoSAddr %q with the port taken", app.QoSAddr())
 	}
-	mu.Lock()
 	out := logs.String()
-	mu.Unlock()
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "weft: qos: cannot listen") || !strings.Contains(out, "qos.port") {
 		t.Errorf("no warning naming the fix in the log:\n%s", out)
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // The QoS port serves the App's own metrics at /metrics, as Dubbo's does:

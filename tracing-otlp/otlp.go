@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -51,29 +52,48 @@ func Plugin() fx.Option {
 // isURL tells a URL endpoint (Dubbo writes http://host:4317) from host:port.
 func isURL(endpoint string) bool { return strings.Contains(endpoint, "://") }
 
+// options maps cfg onto one exporter's options: the gRPC and HTTP
+// exporters take the same settings through option types of their own.
+type options[O any] struct {
+	url, endpoint func(string) O
+	insecure      func() O
+	timeout       func(time.Duration) O
+	headers       func(map[string]string) O
+	gzip          func() O
+}
+
+func (o options[O]) from(cfg extension.SpanExporterConfig) []O {
+	var opts []O
+	switch {
+	case isURL(cfg.Endpoint):
+		opts = append(opts, o.url(cfg.Endpoint))
+	case cfg.Endpoint != "":
+		opts = append(opts, o.endpoint(cfg.Endpoint))
+	}
+	if cfg.Insecure {
+		opts = append(opts, o.insecure())
+	}
+	if cfg.Timeout > 0 {
+		opts = append(opts, o.timeout(cfg.Timeout))
+	}
+	if len(cfg.Headers) > 0 {
+		opts = append(opts, o.headers(cfg.Headers))
+	}
+	if cfg.Compression == "gzip" {
+		opts = append(opts, o.gzip())
+	}
+	return opts
+}
+
 // NewGRPC makes an OTLP/gRPC exporter. It connects lazily: a collector that
 // is down delays nothing at start, and spans are retried, then dropped.
 func NewGRPC(ctx context.Context, cfg extension.SpanExporterConfig) (sdktrace.SpanExporter, error) {
-	var opts []otlptracegrpc.Option
-	switch {
-	case isURL(cfg.Endpoint):
-		opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
-	case cfg.Endpoint != "":
-		opts = append(opts, otlptracegrpc.WithEndpoint(cfg.Endpoint))
-	}
-	if cfg.Insecure {
-		opts = append(opts, otlptracegrpc.WithInsecure())
-	}
-	if cfg.Timeout > 0 {
-		opts = append(opts, otlptracegrpc.WithTimeout(cfg.Timeout))
-	}
-	if len(cfg.Headers) > 0 {
-		opts = append(opts, otlptracegrpc.WithHeaders(cfg.Headers))
-	}
-	if cfg.Compression == "gzip" {
-		opts = append(opts, otlptracegrpc.WithCompressor("gzip"))
-	}
-	exp, err := otlptracegrpc.New(ctx, opts...)
+	exp, err := otlptracegrpc.New(ctx, options[otlptracegrpc.Option]{
+		url: otlptracegrpc.WithEndpointURL, endpoint: otlptracegrpc.WithEndpoint,
+		insecure: otlptracegrpc.WithInsecure, timeout: otlptracegrpc.WithTimeout,
+		headers: otlptracegrpc.WithHeaders,
+		gzip:    func() otlptracegrpc.Option { return otlptracegrpc.WithCompressor("gzip") },
+	}.from(cfg)...)
 	if err != nil {
 		return nil, fmt.Errorf("otlp-grpc exporter to %q: %w; check tracing.exporter.endpoint (host:port or http[s]://host:port)", cfg.Endpoint, err)
 	}
@@ -83,26 +103,12 @@ func NewGRPC(ctx context.Context, cfg extension.SpanExporterConfig) (sdktrace.Sp
 // NewHTTP makes an OTLP/HTTP (protobuf) exporter; a URL endpoint without a
 // path posts to it as it is, host:port posts to /v1/traces.
 func NewHTTP(ctx context.Context, cfg extension.SpanExporterConfig) (sdktrace.SpanExporter, error) {
-	var opts []otlptracehttp.Option
-	switch {
-	case isURL(cfg.Endpoint):
-		opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
-	case cfg.Endpoint != "":
-		opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
-	}
-	if cfg.Insecure {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	if cfg.Timeout > 0 {
-		opts = append(opts, otlptracehttp.WithTimeout(cfg.Timeout))
-	}
-	if len(cfg.Headers) > 0 {
-		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
-	}
-	if cfg.Compression == "gzip" {
-		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := otlptracehttp.New(ctx, options[otlptracehttp.Option]{
+		url: otlptracehttp.WithEndpointURL, endpoint: otlptracehttp.WithEndpoint,
+		insecure: otlptracehttp.WithInsecure, timeout: otlptracehttp.WithTimeout,
+		headers: otlptracehttp.WithHeaders,
+		gzip:    func() otlptracehttp.Option { return otlptracehttp.WithCompression(otlptracehttp.GzipCompression) },
+	}.from(cfg)...)
 	if err != nil {
 		return nil, fmt.Errorf("otlp-http exporter to %q: %w; check tracing.exporter.endpoint (host:port or http[s]://host:port/v1/traces)", cfg.Endpoint, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,13 +63,7 @@ Flags:`)
 	factories := registryFactories(log)
 	f, ok := factories[u.Protocol]
 	if !ok {
-		known := slices.Sorted(func(yield func(string) bool) {
-			for k := range factories {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		known := slices.Sorted(maps.Keys(factories))
 		fmt.Fprintf(stderr, "weft ls: unknown registry %q (known: %s)\n", u.Protocol, strings.Join(known, ", "))
 		return 2
 	}
@@ -96,13 +91,7 @@ Flags:`)
 			return code
 		}
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range all {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(all))
 	if *asJSON {
 		out := make(map[string][]string, len(all))
 		for _, k := range keys {

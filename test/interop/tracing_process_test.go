@@ -25,14 +25,15 @@ import (
 type child struct {
 	cmd    *exec.Cmd
 	stderr bytes.Buffer
+	addr   string // from its "listening ADDR" line
 	mu     sync.Mutex
 	lines  []string
-	first  chan string // the "listening ADDR" line's address
 }
 
 func startChild(t *testing.T, bin string, args ...string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(bin, args...), first: make(chan string, 1)}
+	c := &child{cmd: exec.Command(bin, args...)}
+	first := make(chan string, 1)
 	c.cmd.Stderr = &c.stderr
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
@@ -47,38 +48,26 @@ func startChild(t *testing.T, bin string, args ...string) *child {
 		for sc.Scan() {
 			line := sc.Text()
 			if addr, ok := strings.CutPrefix(line, "listening "); ok {
-				c.first <- addr
+				first <- addr
 				continue
 			}
 			c.mu.Lock()
 			c.lines = append(c.lines, line)
 			c.mu.Unlock()
 		}
-		close(c.first)
+		close(first)
 	}()
 	select {
-	case addr, ok := <-c.first:
+	case addr, ok := <-first:
 		if !ok {
 			t.Fatalf("%s exited before listening: %s", filepath.Base(bin), c.stderr.String())
 		}
-		return withAddr(c, addr)
+		c.addr = addr
+		return c
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not listen within 30 s: %s", filepath.Base(bin), c.stderr.String())
 	}
 	return nil
-}
-
-// withAddr keeps the address in first for addr().
-func withAddr(c *child, addr string) *child {
-	c.first = make(chan string, 1)
-	c.first <- addr
-	return c
-}
-
-func (c *child) addr() string {
-	a := <-c.first
-	c.first <- a
-	return a
 }
 
 // otlpSpan is a line of otlpreceiver.
@@ -129,11 +118,11 @@ tracing: {enable: true}
 protocols: {dubbo: {port: %d}}
 provider: {services: {end: {interface: org.weft.trace.End}}}
 `, endPort))))
-	hop := startChild(t, filepath.Join(dir, "tracehop"), "-next", "dubbo://"+endAddr, "-otlp", "http://"+receiver.addr()+"/v1/traces")
+	hop := startChild(t, filepath.Join(dir, "tracehop"), "-next", "dubbo://"+endAddr, "-otlp", "http://"+receiver.addr+"/v1/traces")
 
 	tpG, expG := memTracer(t)
 	useGlobalTracer(t, tpG)
-	c, err := dubbogo.NewClient("dubbo://"+hop.addr(), dubbogo.WithTracing())
+	c, err := dubbogo.NewClient("dubbo://"+hop.addr, dubbogo.WithTracing())
 	if err != nil {
 		t.Fatal(err)
 	}
