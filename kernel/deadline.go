@@ -110,3 +110,59 @@ func (c *lazyDeadline) release() {
 		c.closeLocked(context.Canceled)
 	}
 }
+
+// CallContext is a provider call's context as a value that a protocol embeds
+// in the allocation it makes per request anyway: it carries the invocation
+// (InvocationFrom) and, when Start is given one, the call's deadline (as
+// WithDeadline: a timer only if something waits on Done). A provider's call
+// context then costs no allocation of its own, where WithDeadline plus
+// WithInvocation cost two.
+type CallContext struct {
+	lazyDeadline
+	inv   *Invocation
+	timed bool
+}
+
+// Start makes c the context of inv under parent, bounded by d unless d is
+// zero, and returns it. Release must be called when the call ends; a
+// CallContext is started once.
+func (c *CallContext) Start(parent context.Context, inv *Invocation, d time.Time) context.Context {
+	c.Context, c.deadline, c.inv, c.timed = parent, d, inv, !d.IsZero()
+	return c
+}
+
+// Release ends the call: Done (if anyone asked for it) closes, Err says
+// Canceled.
+func (c *CallContext) Release() {
+	if c.timed {
+		c.release()
+	}
+}
+
+func (c *CallContext) Value(k any) any {
+	if _, ok := k.(invocationKey); ok {
+		return c.inv
+	}
+	return c.Context.Value(k)
+}
+
+func (c *CallContext) Deadline() (time.Time, bool) {
+	if !c.timed {
+		return c.Context.Deadline()
+	}
+	return c.lazyDeadline.Deadline()
+}
+
+func (c *CallContext) Done() <-chan struct{} {
+	if !c.timed {
+		return c.Context.Done()
+	}
+	return c.lazyDeadline.Done()
+}
+
+func (c *CallContext) Err() error {
+	if !c.timed {
+		return c.Context.Err()
+	}
+	return c.lazyDeadline.Err()
+}

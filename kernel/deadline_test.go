@@ -81,3 +81,51 @@ func TestWithDeadlineAllocatesOnce(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+func TestCallContext(t *testing.T) {
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "parent's")
+	inv := NewInvocation("m")
+
+	// Untimed: the parent's deadline (none), Done and Err; the invocation
+	// and the parent's values.
+	var cc CallContext
+	ctx := cc.Start(parent, inv, time.Time{})
+	if got, ok := InvocationFrom(ctx); !ok || got != inv {
+		t.Fatalf("invocation %v %v", got, ok)
+	}
+	if ctx.Value(key{}) != "parent's" {
+		t.Fatal("parent's value lost")
+	}
+	if _, ok := ctx.Deadline(); ok || ctx.Done() != nil || ctx.Err() != nil {
+		t.Fatal("an untimed call context has a deadline")
+	}
+	cc.Release()
+
+	// Timed: as WithDeadline, and Release cancels.
+	var tc CallContext
+	d := time.Now().Add(20 * time.Millisecond)
+	ctx = tc.Start(parent, inv, d)
+	if got, ok := ctx.Deadline(); !ok || !got.Equal(d) {
+		t.Fatalf("deadline %v %v", got, ok)
+	}
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("err %v", ctx.Err())
+	}
+	var rc CallContext
+	ctx = rc.Start(parent, inv, time.Now().Add(time.Hour))
+	done := ctx.Done()
+	rc.Release()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Release did not close Done")
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("err after release %v", ctx.Err())
+	}
+	if got, _ := InvocationFrom(ctx); got != inv {
+		t.Fatal("invocation lost")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
@@ -91,7 +92,7 @@ func NewServiceInvoker(url *kernel.URL, impl any) (*ServiceInvoker, error) {
 		default:
 			continue
 		}
-		md.fast = fastPath(fn.Interface())
+		md.fast = fastPathOf(v, m, fn)
 		s.methods[md.name] = md
 		s.methods[m.Name] = md
 		s.names = append(s.names, md.name)
@@ -156,10 +157,13 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 		in = make([]reflect.Value, 0, n)
 	}
 	if md.withCtx {
-		if cur, ok := kernel.InvocationFrom(ctx); !ok || cur != inv {
-			ctx = kernel.WithInvocation(ctx, inv)
+		// A copy: taking ctx's own address would move it to the heap on
+		// every call, the fast path's included.
+		cctx := ctx
+		if cur, ok := kernel.InvocationFrom(cctx); !ok || cur != inv {
+			cctx = kernel.WithInvocation(cctx, inv)
 		}
-		in = append(in, reflect.ValueOf(&ctx).Elem())
+		in = append(in, reflect.ValueOf(&cctx).Elem())
 	}
 	for i, a := range inv.Args {
 		v, cerr := convert(a, md.in[i])
@@ -184,6 +188,63 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 	}
 	res.Attachments = inv.ReplyAttachments()
 	return res, nil
+}
+
+// fastPathOf returns the reflection-free caller of method m of recv. With a
+// pointer receiver it calls the method's code directly, the receiver passed
+// as the pointer it is: a method value taken through reflect (fn) is a
+// closure that calls back into reflect on every call, which costs an
+// allocation and a signature lookup each time. Other receivers take fn.
+func fastPathOf(recv reflect.Value, m reflect.Method, fn reflect.Value) func(ctx context.Context, args []any) (any, error, bool) {
+	if recv.Kind() != reflect.Pointer || m.Func.Type().NumIn() != fn.Type().NumIn()+1 || m.Func.Type().In(0) != recv.Type() {
+		return fastPath(fn.Interface())
+	}
+	self := recv.UnsafePointer()
+	code := m.Func.Interface()
+	switch fn.Interface().(type) {
+	case func(context.Context, string) (string, error):
+		f := asFunc[func(unsafe.Pointer, context.Context, string) (string, error)](code)
+		return func(ctx context.Context, args []any) (any, error, bool) {
+			a, ok := args[0].(string)
+			if !ok {
+				return nil, nil, false
+			}
+			v, err := f(self, ctx, a)
+			return v, err, true
+		}
+	case func(context.Context, string) error:
+		f := asFunc[func(unsafe.Pointer, context.Context, string) error](code)
+		return func(ctx context.Context, args []any) (any, error, bool) {
+			a, ok := args[0].(string)
+			if !ok {
+				return nil, nil, false
+			}
+			return nil, f(self, ctx, a), true
+		}
+	case func(context.Context, []byte) ([]byte, error):
+		f := asFunc[func(unsafe.Pointer, context.Context, []byte) ([]byte, error)](code)
+		return func(ctx context.Context, args []any) (any, error, bool) {
+			a, ok := args[0].([]byte)
+			if !ok {
+				return nil, nil, false
+			}
+			v, err := f(self, ctx, a)
+			return v, err, true
+		}
+	}
+	return fastPath(fn.Interface())
+}
+
+// asFunc reinterprets fn, a func(*T, args...) results... held in an
+// interface, as F, the same signature with the receiver as unsafe.Pointer.
+// Both pass the receiver as one pointer word in the same place, so the call
+// is the method's own; the caller has checked the shape (F's tail is fn's
+// method signature, *T a pointer type).
+func asFunc[F any](fn any) F {
+	var f F
+	// A func value is one pointer, stored as the interface's data word.
+	*(*unsafe.Pointer)(unsafe.Pointer(&f)) = (*[2]unsafe.Pointer)(unsafe.Pointer(&fn))[1]
+	return f
 }
 
 // fastPath returns a reflection-free caller for the commonest method

@@ -546,3 +546,84 @@ func TestConvertDateToStructFails(t *testing.T) {
 		t.Fatalf("%v %v", res.Value, err)
 	}
 }
+
+// fastShapes has the fast path's three shapes, on a pointer receiver (called
+// directly) and on a value receiver (reached through the pointer's method
+// set, and, for a value impl, through reflect's method value).
+type fastShapes struct{ tag string }
+
+func (f *fastShapes) Echo(ctx context.Context, s string) (string, error) {
+	inv, _ := kernel.InvocationFrom(ctx)
+	if s == "panic" {
+		panic("echo panicked")
+	}
+	if s == "fail" {
+		return "", errors.New("echo failed")
+	}
+	return f.tag + s + ":" + inv.Method, nil
+}
+
+func (f *fastShapes) Store(_ context.Context, s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	f.tag = s
+	return nil
+}
+
+func (f fastShapes) Bytes(_ context.Context, b []byte) ([]byte, error) {
+	return append([]byte(f.tag), b...), nil
+}
+
+type valueShapes struct{ tag string }
+
+func (v valueShapes) Echo(_ context.Context, s string) (string, error) { return v.tag + s, nil }
+
+func TestFastPathReceivers(t *testing.T) {
+	impl := &fastShapes{tag: "p:"}
+	s, err := proxy.NewServiceInvoker(greeterURL, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res, err := s.Invoke(ctx, kernel.NewInvocation("echo", "x")); err != nil || res.Value != "p:x:echo" {
+		t.Fatalf("echo = %v, %v", res.Value, err)
+	}
+	if _, err := s.Invoke(ctx, kernel.NewInvocation("echo", "fail")); !kernel.IsBiz(err) || !strings.Contains(err.Error(), "echo failed") {
+		t.Fatalf("echo(fail) = %v, want the business error", err)
+	}
+	_, err = s.Invoke(ctx, kernel.NewInvocation("echo", "panic"))
+	var pe *proxy.PanicError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "echo panicked") {
+		t.Fatalf("echo(panic) = %v, want a PanicError", err)
+	}
+	// The receiver is the implementation itself, not a copy.
+	if _, err := s.Invoke(ctx, kernel.NewInvocation("store", "q:")); err != nil || impl.tag != "q:" {
+		t.Fatalf("store: %v, tag %q", err, impl.tag)
+	}
+	if _, err := s.Invoke(ctx, kernel.NewInvocation("store", "")); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("store(\"\") = %v", err)
+	}
+	if res, err := s.Invoke(ctx, kernel.NewInvocation("bytes", []byte("b"))); err != nil || string(res.Value.([]byte)) != "q:b" {
+		t.Fatalf("bytes = %v, %v", res.Value, err)
+	}
+	// An argument of another type takes the converting path.
+	y := "y"
+	if res, err := s.Invoke(ctx, kernel.NewInvocation("echo", &y)); err != nil || res.Value != "q:y:echo" {
+		t.Fatalf("echo(*string) = %v, %v", res.Value, err)
+	}
+
+	v, err := proxy.NewServiceInvoker(greeterURL, valueShapes{tag: "v:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := v.Invoke(ctx, kernel.NewInvocation("echo", "x")); err != nil || res.Value != "v:x" {
+		t.Fatalf("value receiver echo = %v, %v", res.Value, err)
+	}
+	// The fast path allocates nothing of its own: only the result's box.
+	inv := kernel.NewInvocation("echo", "x")
+	ctx = kernel.WithInvocation(ctx, inv)
+	if n := testing.AllocsPerRun(200, func() { s.Invoke(ctx, inv) }); n > 2 {
+		t.Errorf("a fast-path call allocates %.0f times, want at most 2 (the result string and its box)", n)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/weftrpc/weft/extension"
@@ -48,9 +50,31 @@ type Conn struct {
 	handler extension.ChannelHandler
 	log     *slog.Logger
 
-	wmu     sync.Mutex
-	wbuf    []byte
-	wsignal chan struct{}
+	// The write path. Frames are appended to wbuf under wmu; one writer at
+	// a time (flushing) takes the whole buffer and writes it. The writer is
+	// the sender itself when nothing else is about to be sent (one call at a
+	// time: no goroutine hand-off, the frame leaves at once) and the
+	// connection can write without blocking, or else the write loop, which
+	// first yields once so that the frames about to be queued by the
+	// goroutines it would otherwise race go out in the same write: on
+	// loopback every write syscall also runs the receiver's TCP input, so
+	// writes per call are what a busy connection pays most for.
+	wmu      sync.Mutex
+	wbuf     []byte
+	spare    []byte // the buffer a writer gave back, reused by the next
+	flushing bool   // a writer owns the socket's write side
+	wsignal  chan struct{}
+	raw      syscall.RawConn // nil when writes cannot be tried without blocking (TLS)
+	nbWrite  func(fd uintptr) bool
+	nbBuf    []byte
+	nbDone   int
+	nbErr    error
+
+	// coming counts frames the connection's owner expects to send soon
+	// (calls being served, on a server; calls in flight, on a client), and
+	// alone above comingOver means "wait and batch".
+	coming     atomic.Int32
+	comingOver int32
 
 	closed    atomic.Bool
 	closeErr  atomic.Pointer[error]
@@ -74,11 +98,15 @@ const readBufSize = 64 << 10
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
 	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{}),
 		remote: nc.RemoteAddr().String()}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		if rc, err := tc.SyscallConn(); err == nil {
+			c.raw = rc
+			c.nbWrite = c.nonBlockingWrite
+		}
+	}
 	now := time.Now().UnixNano()
 	c.lastRead.Store(now)
 	c.lastWrite.Store(now)
@@ -116,9 +144,12 @@ func (c *Conn) Attr(k any) (any, bool) { return c.attrs.Load(k) }
 // SetAttr stores a value with the channel (Netty's channel attributes).
 func (c *Conn) SetAttr(k, v any) { c.attrs.Store(k, v) }
 
-// Send encodes msg and queues its frame for the write loop. Encoding happens
-// on the caller's goroutine, outside the queue lock; an encoding error fails
-// only this message.
+// Send encodes msg and queues its frame for writing. Encoding happens on the
+// caller's goroutine, outside the queue lock; an encoding error fails only
+// this message. When nothing else is about to be sent and no write is in
+// progress, Send writes the frame itself, without blocking: what the socket
+// does not take at once is left to the write loop, so a caller never waits
+// on a peer that does not read.
 func (c *Conn) Send(msg any) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -142,22 +173,101 @@ func (c *Conn) Send(msg any) error {
 		scratch.Put(bp)
 		return fmt.Errorf("write queue to %s over %d bytes: the peer does not read", c.RemoteAddr(), maxQueued)
 	}
-	c.wbuf = append(c.wbuf, frame...)
+	var inline []byte
+	if !c.flushing && c.raw != nil && len(c.wbuf) == 0 && c.coming.Load() <= c.comingOver {
+		// Write the caller's own frame directly from its encoding buffer: no
+		// copy into the queue.
+		c.flushing = true
+		inline = frame
+	} else {
+		c.wbuf = append(c.wbuf, frame...)
+	}
 	c.wmu.Unlock()
+	if inline != nil {
+		c.writeNow(inline)
+	}
 	if cap(frame) <= 64<<10 {
 		*bp = frame
 		scratch.Put(bp)
 	}
-	select {
-	case c.wsignal <- struct{}{}:
-	default:
+	if inline == nil {
+		c.signal()
 	}
 	return nil
 }
 
+func (c *Conn) signal() {
+	select {
+	case c.wsignal <- struct{}{}:
+	default:
+	}
+}
+
+// writeNow writes buf, which the caller took while setting flushing, as far
+// as the socket takes it without blocking; the rest goes before whatever was
+// queued meanwhile, for the write loop.
+func (c *Conn) writeNow(buf []byte) {
+	// The flushing writer owns these fields; the callback is a method value
+	// made once, so a write allocates nothing.
+	c.nbBuf, c.nbDone, c.nbErr = buf, 0, nil
+	err := c.raw.Write(c.nbWrite)
+	n := c.nbDone
+	if err == nil {
+		err = c.nbErr
+	}
+	c.nbBuf, c.nbErr = nil, nil
+	if err != nil {
+		c.wmu.Lock()
+		c.flushing = false
+		c.wmu.Unlock()
+		c.fail(fmt.Errorf("write to %s: %w", c.RemoteAddr(), err))
+		return
+	}
+	c.lastWrite.Store(time.Now().UnixNano())
+	c.wmu.Lock()
+	c.flushing = false
+	more := len(c.wbuf) > 0 || n < len(buf)
+	if n < len(buf) {
+		rest := append(c.spare[:0], buf[n:]...)
+		c.spare = nil
+		c.wbuf = append(rest, c.wbuf...)
+	}
+	c.wmu.Unlock()
+	if more {
+		c.signal()
+	}
+}
+
+// nonBlockingWrite is the syscall.RawConn callback of writeNow: it writes
+// what the socket takes and never asks to wait for writability.
+func (c *Conn) nonBlockingWrite(fd uintptr) bool {
+	for c.nbDone < len(c.nbBuf) {
+		k, e := syscall.Write(int(fd), c.nbBuf[c.nbDone:])
+		if k > 0 {
+			c.nbDone += k
+		}
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != nil {
+			if e != syscall.EAGAIN {
+				c.nbErr = e
+			}
+			break
+		}
+		if k <= 0 {
+			break
+		}
+	}
+	return true
+}
+
+// minBatch is the queued size under which the write loop yields once before
+// writing, to gather the frames of goroutines that are about to send.
+const minBatch = 16 << 10
+
 func (c *Conn) writeLoop() {
 	defer c.loops.Done()
-	var spare []byte
 	for {
 		select {
 		case <-c.wsignal:
@@ -165,13 +275,21 @@ func (c *Conn) writeLoop() {
 			return
 		}
 		c.wmu.Lock()
-		buf := c.wbuf
-		c.wbuf = spare[:0]
-		c.wmu.Unlock()
-		if len(buf) == 0 {
-			spare = buf
+		if c.flushing || len(c.wbuf) == 0 {
+			// A sender is writing; it signals again if it leaves anything.
+			c.wmu.Unlock()
 			continue
 		}
+		c.flushing = true
+		if len(c.wbuf) < minBatch && c.coming.Load() > c.comingOver {
+			c.wmu.Unlock()
+			runtime.Gosched()
+			c.wmu.Lock()
+		}
+		buf := c.wbuf
+		c.wbuf = c.spare[:0]
+		c.spare = nil
+		c.wmu.Unlock()
 		if _, err := c.nc.Write(buf); err != nil {
 			c.fail(fmt.Errorf("write to %s: %w", c.RemoteAddr(), err))
 			return
@@ -181,7 +299,14 @@ func (c *Conn) writeLoop() {
 		if cap(buf) > 4<<20 {
 			buf = nil
 		}
-		spare = buf
+		c.wmu.Lock()
+		c.flushing = false
+		c.spare = buf[:0]
+		more := len(c.wbuf) > 0
+		c.wmu.Unlock()
+		if more {
+			c.signal()
+		}
 	}
 }
 

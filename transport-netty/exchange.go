@@ -109,6 +109,7 @@ type call struct {
 	done  chan *Response
 	conn  *Conn
 	timer *time.Timer // reused across calls: no timer allocation per call
+	req   Request     // what Send encodes (synchronously): no allocation per call
 }
 
 // release stops the call's timer and returns it to the pool; nothing of the
@@ -116,6 +117,7 @@ type call struct {
 func (cl *call) release() {
 	cl.timer.Stop()
 	cl.conn = nil
+	cl.req = Request{}
 	callPool.Put(cl)
 }
 
@@ -374,8 +376,12 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 	cl := callPool.Get().(*call)
 	cl.conn = conn
 	c.pending.put(id, cl)
-	req := &Request{ID: id, TwoWay: true, Data: data}
-	if err := conn.Send(req); err != nil {
+	// In flight from here to return: the connection batches its writes
+	// while other calls are about to send too.
+	conn.coming.Add(1)
+	defer conn.coming.Add(-1)
+	cl.req = Request{ID: id, TwoWay: true, Data: data}
+	if err := conn.Send(&cl.req); err != nil {
 		if c.pending.take(id) == nil {
 			<-cl.done
 		}
@@ -639,8 +645,14 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 	}
 	s.wg.Add(1)
 	s.closeMu.RUnlock()
+	if req.TwoWay {
+		conn.coming.Add(1) // its answer is coming: see serve
+	}
 	submitted := s.pool.submit(task{conn, req})
 	if !submitted {
+		if req.TwoWay {
+			conn.coming.Add(-1)
+		}
 		s.wg.Done()
 		s.rejected.Add(1)
 		if req.TwoWay {
@@ -685,6 +697,11 @@ func (s *ExchangeServer) serve(t task) {
 	defer s.busy.Add(-1)
 	conn, req := t.conn, t.req
 	resp := s.reply(conn, req)
+	if req.TwoWay {
+		// No longer coming: when nothing else is, the answer is written
+		// at once by this goroutine rather than batched.
+		conn.coming.Add(-1)
+	}
 	if req.TwoWay && resp != nil {
 		resp.ID = req.ID
 		reply(conn, resp)

@@ -88,6 +88,7 @@ func (t *Transporter) dial(url *kernel.URL, codec extension.Codec, handler exten
 		nc = tc
 	}
 	c := newConn(nc, codec, handler, t.log)
+	c.comingOver = 1 // a client's own call is one of those in flight
 	c.start()
 	// Counted down when the connection closes, whoever closes it; one
 	// goroutine per connection, which already has two.

@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 3*time.Second, "call timeout")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	traceOut := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: weft bench [flags] [dubbo://HOST:PORT/INTERFACE]   (default dubbo://127.0.0.1:20880/org.weft.bench.EchoService)")
 		fs.PrintDefaults()
@@ -154,6 +156,16 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		trace.Start(f)
+		defer trace.Stop()
 	}
 	res, hist := runBench(iv, *method, payload, *conc, *warm, *dur, *timeout, progressWriter(stderr))
 	res.System, res.Size, res.Connections = "weft", *size, *conns

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 
 	"github.com/weftrpc/weft"
@@ -22,7 +23,18 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:20880", "address to listen on")
 	threads := flag.Int("threads", 200, "concurrent calls served (Dubbo's threads)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file until exit")
+	traceOut := flag.String("trace", "", "write an execution trace to this file until exit (go tool trace)")
 	flag.Parse()
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		trace.Start(f)
+		defer trace.Stop()
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

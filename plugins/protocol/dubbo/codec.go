@@ -60,6 +60,10 @@ type RPCRequest struct {
 	// Integer, as Java's enable-timeout-countdown sends it) unless the
 	// attachments carry one already.
 	Countdown int64
+
+	// frame is the allocation a decoded request lives in, nil for one
+	// built otherwise: the provider serves the call from it.
+	frame *requestFrame
 }
 
 // KeyCountdown is Dubbo's TIMEOUT_ATTACHMENT_KEY: the time the consumer
@@ -270,10 +274,16 @@ func (c *Codec) encodeResult(dst []byte, r *RPCResult) ([]byte, error) {
 var noAttachments = map[string]any{}
 
 // requestFrame and responseFrame put an exchange message and its body in one
-// allocation.
+// allocation. A decoded request's frame also holds all a provider needs to
+// serve it (its arguments, invocation, context and response), so that a
+// call's dispatch allocates nothing beyond its decoded values.
 type requestFrame struct {
 	netty.Request
 	body RPCRequest
+	args [2]any // the arguments of a call of up to two
+	inv  kernel.Invocation
+	ctx  kernel.CallContext
+	resp responseFrame
 }
 
 type responseFrame struct {
@@ -283,7 +293,10 @@ type responseFrame struct {
 
 // NewResponse returns an OK response carrying a result, allocated together.
 func NewResponse() (*netty.Response, *RPCResult) {
-	f := &responseFrame{}
+	return newResponse(&responseFrame{})
+}
+
+func newResponse(f *responseFrame) (*netty.Response, *RPCResult) {
 	f.Status = netty.StatusOK
 	f.Data = &f.body
 	return &f.Response, &f.body
@@ -359,6 +372,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		case ser != hessian2.ID:
 			req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not supported (hessian2 = %d)", id, ser, hessian2.ID)
 		default:
+			f.body.frame = f
 			if err := c.decodeRequestBody(body, &f.body); err != nil {
 				req.Broken = fmt.Errorf("weft: dubbo request %d: %w", id, err)
 			} else {
@@ -401,7 +415,7 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 		}
 		strs[i] = s
 	}
-	*r = RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4]}
+	*r = RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4], frame: r.frame}
 	if r.Method == "" {
 		// Found by FuzzDecodeRequestBody: nothing can serve it, so its
 		// arguments are not worth decoding.
@@ -412,7 +426,11 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 		return err
 	}
 	if n > 0 {
-		r.Args = make([]any, n)
+		if r.frame != nil && n <= len(r.frame.args) {
+			r.Args = r.frame.args[:n:n]
+		} else {
+			r.Args = make([]any, n)
+		}
 		for i := range r.Args {
 			if r.Args[i], err = d.Decode(); err != nil {
 				return fmt.Errorf("decode argument %d of %q: %w", i, view.Cut(r.Method, 200), err)

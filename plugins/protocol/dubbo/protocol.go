@@ -242,7 +242,12 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 			ErrMsg: fmt.Sprintf("service %q not found on %s (exported here: %s); check interface, group and version",
 				view.Cut(key, 200), h.s.es.Addr(), strings.Join(h.s.keys(), ", "))}
 	}
-	inv := &kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString()}
+	f := r.frame
+	if f == nil {
+		f = &requestFrame{}
+	}
+	inv := &f.inv
+	*inv = kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString()}
 	inv.SetAttachments(r.Attachments)
 	// The consumer's deadline travels: no provider works for a consumer
 	// that gave up. Filters, the implementation and WASM guests see it; the
@@ -250,21 +255,21 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	// Both bounds are set here, in one context whose timer starts only if
 	// something waits on it (kernel.WithDeadline), so that the timeout
 	// filter has nothing left to add on the common path.
-	ctx := context.Background()
 	budget := consumerBudget(r.Attachments)
 	if own := e.invoker.URL().MethodTimeout(r.Method, 0); own > 0 && (budget <= 0 || own < budget) {
 		budget = own
 	}
+	var deadline time.Time
 	if budget > 0 {
-		var release func()
-		ctx, release = kernel.WithDeadline(ctx, time.Now().Add(budget))
-		defer release()
+		deadline = time.Now().Add(budget)
 	}
+	ctx := f.ctx.Start(context.Background(), inv, deadline)
+	defer f.ctx.Release()
 	res, err := e.invoker.Invoke(ctx, inv)
 	if err != nil && !kernel.IsBiz(err) {
 		return frameworkResponse(err)
 	}
-	resp, out := NewResponse()
+	resp, out := newResponse(&f.resp)
 	out.WithAttachments, out.Attachments = supportsResponseAttachments(r.DubboVersion), res.Attachments
 	if err != nil {
 		out.Exception = err
@@ -499,6 +504,8 @@ func (iv *invoker) client() *netty.ExchangeClient {
 	return iv.clients[int(iv.next.Add(1))%len(iv.clients)]
 }
 
+var requestPool = sync.Pool{New: func() any { return new(RPCRequest) }}
+
 // Invoke sends the call. A destroyed invoker still sends while its
 // connection drains (as Dubbo's AbstractInvoker only warns): a call that
 // chose it just before its provider left the registry goes through rather
@@ -506,7 +513,13 @@ func (iv *invoker) client() *netty.ExchangeClient {
 // with a network error, which another provider can answer.
 func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
 	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
-	req := &RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
+	// Encoded synchronously by the send and never kept: pooled.
+	req := requestPool.Get().(*RPCRequest)
+	defer func() {
+		*req = RPCRequest{}
+		requestPool.Put(req)
+	}()
+	*req = RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
 		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: inv.Attachments(), Fixed: iv.fixedFor(inv.Method, timeout)}
 	// The provider learns how long this consumer waits (Dubbo's countdown).
 	wait := timeout

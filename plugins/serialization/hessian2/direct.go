@@ -77,7 +77,8 @@ func (d *Decoder) DecodeString() (string, error) {
 
 // DecodeStringMap reads the next value as a map with string keys, built
 // directly (no map[any]any first) when it is an untyped map of fast types.
-// null reads as a nil map; io.EOF at the end of the data.
+// null, and an empty untyped map, read as a nil map; io.EOF at the end of
+// the data.
 func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 	if d.err == nil && d.lib == nil && d.pos < len(d.data) && d.data[d.pos] == tagUMap {
 		start, refs, types := d.pos, d.refs, len(d.types)
@@ -119,7 +120,7 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 	}
 	d.pos++
 	d.refs++
-	m := make(map[string]any, 8)
+	var m map[string]any // made at the first entry: an empty map reads as nil, for free
 	for {
 		if d.pos >= len(d.data) {
 			return nil, d.truncated("a map")
@@ -128,6 +129,9 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 		if tag == tagEnd {
 			d.pos++
 			return m, nil
+		}
+		if m == nil {
+			m = make(map[string]any, 8)
 		}
 		if !isStringTag(tag) {
 			return nil, errUnsupported
