@@ -409,8 +409,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	if err == errRetired {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
 	}
-	var full *errFull
-	if errors.As(err, &full) {
+	if full, ok := err.(*errFull); ok { // a type assertion: errors.As would move full to the heap on every call
 		return kernel.Result{}, f.fullError(ctx, full.waited)
 	}
 	if err == errStarting {
