@@ -1,10 +1,12 @@
 package wasmfilter
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // The wazero this module pins must give the fast path: if an upgrade changes
@@ -54,5 +56,46 @@ func TestHasStartSection(t *testing.T) {
 		if got := hasStartSection([]byte(c.b)); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A module the host marked closed stops its guest, and closeModule still
+// closes it through wazero's own path (the Closed word then holds wazero's
+// value, flags included: its Close ran in full, removing the module from
+// the runtime, rather than returning early because the word was set).
+func TestMarkThenClose(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(ctx, 1)
+	defer rt.Close(ctx)
+	mod, err := rt.InstantiateWithConfig(ctx, spinWasm, sandboxConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := closedWord(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spin := mod.ExportedFunction("spin")
+	if err := disableCallWatch(spin); err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{mod: mod, closed: w}
+	in.markClosed(sys.ExitCodeDeadlineExceeded)
+	in.markClosed(sys.ExitCodeContextCanceled) // the first mark stands
+	if in.marked != sys.ExitCodeDeadlineExceeded {
+		t.Fatalf("marked %#x", in.marked)
+	}
+	err = spin.CallWithStack(ctx, []uint64{1 << 30})
+	var exit *sys.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded {
+		t.Fatalf("a guest marked closed: %v", err)
+	}
+	in.closeModule()
+	if got := w.Load(); !mod.IsClosed() || got>>32 != 0 || got&0xff == 0 {
+		t.Errorf("after closeModule: Closed %#x, want wazero's own close (exit code 0, a resource flag)", got)
+	}
+	in.markClosed(sys.ExitCodeDeadlineExceeded) // a timer firing late marks nothing
+	if in.marked != 0 {
+		t.Errorf("marked after close: %#x", in.marked)
 	}
 }
