@@ -28,6 +28,12 @@ type version struct {
 	// config is get_config's JSON for this version's instances: a new
 	// config makes a new version, as guests may keep what they read.
 	config []byte
+	// fast: wazero's per-call watch is off for cm and the host bounds the
+	// guest calls itself (see instance.call); decided by load once the
+	// first instance has started, before any other exists. slow says why
+	// not.
+	fast bool
+	slow string
 
 	mu       sync.Mutex
 	idle     []*instance // LIFO
@@ -386,12 +392,27 @@ type instance struct {
 	stack      [1]uint64
 	allocStack [1]uint64
 
-	// A context cancelled by timer when a guest call of an invocation without
-	// deadline overruns the filter's timeout: created once per instance, so
-	// that the common case costs a timer Reset and Stop, not a new context.
+	// How a guest call is bounded (see call). fast: wazero's per-call watch
+	// is off for this module (internals.go) and timer, reset for each guest
+	// call to its deadline or the filter's timeout, stops the guest by
+	// marking the module closed (closed is wazero's ModuleInstance.Closed;
+	// nil if not found). Otherwise the call's context goes to wazero, whose
+	// watch stops the guest, and timer cancels ictx, the context of the
+	// calls without deadline or cancellation: created once per instance, so
+	// that they cost a timer Reset and Stop, not a new context.
+	fast    bool
+	closed  *atomic.Uint64
+	timer   *time.Timer
 	ictx    context.Context
 	icancel context.CancelCauseFunc
-	timer   *time.Timer
+	// onCancel marks the module closed as cancelled: the context.AfterFunc
+	// of a cancellable call without deadline (made once per instance).
+	onCancel func()
+	// markMu orders marking the module closed (a timer's goroutine) with
+	// closing it (closeModule); marked is the exit code it was marked with,
+	// 0 when not marked.
+	markMu sync.Mutex
+	marked uint32
 
 	busy atomic.Int32
 
@@ -419,6 +440,27 @@ const (
 
 var errGuestTimeout = errors.New("guest ran past the filter's timeout")
 
+// guestCtx is the context of guest calls on the fast path: no Done channel,
+// so wazero watches nothing (the host bounds the call, see call), and no
+// values, which no host function reads.
+var guestCtx = context.Background()
+
+// stopReason is why the host stopped a guest call, if it did.
+type stopReason int
+
+const (
+	stopNone      stopReason = iota
+	stopTimeout              // the filter's timeout (a call without deadline)
+	stopDeadline             // the call's deadline
+	stopCancelled            // the call's cancellation
+)
+
+// notRun is call's error when the call's context was done before the guest
+// could run: the instance is untouched and goes back to the pool.
+type notRun struct{ err error }
+
+func (e *notRun) Error() string { return e.err.Error() }
+
 // instantiate makes a new instance. Instantiation runs the module's start
 // function when it has one (a WebAssembly start section: wazero runs it
 // whatever the config's start functions, which name exports such as
@@ -444,22 +486,46 @@ func (v *version) instantiate() (*instance, error) {
 		mod.Close(context.Background())
 		return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")
 	}
+	in.closed, _ = closedWord(mod) // load reports the error, if any, when it decides on the fast path
+	in.fast = v.fast && in.closed != nil
 	f.byMod.Store(mod, in)
 	fail := func(err error) (*instance, error) {
 		f.byMod.Delete(mod)
-		mod.Close(context.Background())
+		in.closeModule()
 		return nil, err
+	}
+	// The start-up limit, and Close through f.starting, stop the guest by
+	// marking the module closed: wazero's watch may be off for this compiled
+	// module even before v decides on the fast path (a reload of the same
+	// bytes shares the compiled module of the version it replaces). While
+	// the watch is on it stops the guest too; the first to mark it wins.
+	stopped := func() bool { return true }
+	if in.closed != nil {
+		stopped = context.AfterFunc(ctx, func() {
+			code := sys.ExitCodeContextCanceled
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				code = sys.ExitCodeDeadlineExceeded
+			}
+			in.markClosed(code)
+		})
 	}
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
 		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+			stopped()
 			return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
 		}
 	}
 	if in.abiErr != nil {
+		stopped()
 		return fail(fmt.Errorf("_initialize broke the ABI: %w", in.abiErr))
 	}
 	if err := mod.ExportedFunction(exportVersion).CallWithStack(ctx, in.stack[:]); err != nil {
+		stopped()
 		return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
+	}
+	if !stopped() {
+		// Marked closed (or about to be) as weft_abi_version returned.
+		return fail(fmt.Errorf("weft_abi_version failed: still running after the start-up limit of %v", f.initTimeout))
 	}
 	if got := int32(in.stack[0]); got != ABIVersion {
 		return fail(&versionError{got})
@@ -467,9 +533,46 @@ func (v *version) instantiate() (*instance, error) {
 	in.memSeen = int64(in.mem.Size())
 	f.stats.memBytes.Add(in.memSeen)
 	in.ictx, in.icancel = context.WithCancelCause(context.Background())
-	in.timer = time.AfterFunc(time.Hour, func() { in.icancel(errGuestTimeout) })
+	in.onCancel = func() { in.markClosed(sys.ExitCodeContextCanceled) }
+	in.timer = time.AfterFunc(time.Hour, in.expire)
 	in.timer.Stop()
 	return in, nil
+}
+
+// expire is in.timer's function: the guest call it was reset for ran to its
+// bound (the call's deadline or the filter's timeout).
+func (in *instance) expire() {
+	if in.fast {
+		in.markClosed(sys.ExitCodeDeadlineExceeded)
+		return
+	}
+	in.icancel(errGuestTimeout) // wazero's watch sees ictx done
+}
+
+// markClosed stops the guest running in the instance at its next loop
+// back-edge, from another goroutine (a timer's), without touching the
+// module's resources (see internals.go); closeModule closes it for real.
+func (in *instance) markClosed(code uint32) {
+	in.markMu.Lock()
+	if markModuleClosed(in.closed, code) {
+		in.marked = code
+	}
+	in.markMu.Unlock()
+}
+
+// closeModule closes the instance's module, once no guest call runs in it. A
+// module the host marked closed is handed back to wazero first (its Closed
+// word reset), so that Close removes it from the runtime and releases its
+// resources as for any module; under markMu, so that a timer firing late
+// cannot mark it in between.
+func (in *instance) closeModule() {
+	in.markMu.Lock()
+	defer in.markMu.Unlock()
+	if in.marked != 0 {
+		in.closed.Store(0)
+		in.marked = 0
+	}
+	in.mod.Close(context.Background())
 }
 
 // versionError is a module's weft_abi_version returning another version
@@ -495,7 +598,7 @@ func (in *instance) close() {
 		in.timer.Stop()
 		in.icancel(nil)
 	}
-	in.mod.Close(context.Background())
+	in.closeModule()
 }
 
 func (in *instance) begin(next kernel.Invoker, inv *kernel.Invocation) {
@@ -530,8 +633,73 @@ func (in *instance) end() {
 
 // call runs one guest callback under the invocation's deadline, or the
 // filter's timeout when it has none. Any failure leaves the instance unfit for
-// reuse; the caller discards it.
+// reuse; the caller discards it, except after a *notRun: a call whose
+// context is done before the guest runs fails without running it.
+//
+// On the fast path in.timer is the bound: reset to the time left until the
+// deadline (or to the filter's timeout), it marks the module closed when it
+// fires, which stops the guest at its next loop back-edge, and the call fails
+// whether or not the guest returned just in time (it fired: the module is
+// marked, or about to be). The deadline's context is not watched: its Done
+// channel is never asked for (kernel.WithDeadline, the provider's, makes one
+// only on demand, with a timer of its own), so a call with a deadline that
+// is cancelled earlier stops its guest at the deadline at the latest, and
+// its next callback does not run. A cancellable call without deadline is
+// watched (context.AfterFunc: rare, and no other bound is that close).
 func (in *instance) call(ctx context.Context, fn api.Function, what string) (uint32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, &notRun{err}
+	}
+	if !in.fast {
+		return in.callWatched(ctx, fn, what)
+	}
+	bound, why := in.f.timeout, stopTimeout
+	var stopCancel func() bool
+	if d, ok := ctx.Deadline(); ok {
+		if bound, why = time.Until(d), stopDeadline; bound <= 0 {
+			return 0, &notRun{context.DeadlineExceeded}
+		}
+	} else if ctx.Done() != nil {
+		stopCancel = context.AfterFunc(ctx, in.onCancel)
+	}
+	in.timer.Reset(bound)
+	err := fn.CallWithStack(guestCtx, in.stack[:])
+	timedOut := !in.timer.Stop()
+	cancelled := stopCancel != nil && !stopCancel()
+	if timedOut || cancelled {
+		return 0, in.failure(what, err, in.stopReason(why, cancelled))
+	}
+	if err != nil {
+		return 0, in.failure(what, err, stopNone)
+	}
+	if in.abiErr != nil {
+		return 0, in.failure(what, in.abiErr, stopNone)
+	}
+	return uint32(in.stack[0]), nil
+}
+
+// stopReason tells which of the timer (bound) and the cancellation stopped a
+// guest call, by the exit code the first of them marked the module with, or,
+// when neither has yet, by which fired.
+func (in *instance) stopReason(bound stopReason, cancelled bool) stopReason {
+	in.markMu.Lock()
+	code := in.marked
+	in.markMu.Unlock()
+	switch {
+	case code == sys.ExitCodeDeadlineExceeded:
+		return bound
+	case code == sys.ExitCodeContextCanceled, cancelled:
+		return stopCancelled
+	}
+	return bound
+}
+
+// callWatched is call when wazero's per-call watch is on (the fast path is
+// unavailable, see internals.go): wazero stops the guest when the context it
+// is given is done. A call without deadline gets the filter's timeout:
+// through ictx and in.timer when its context cannot be cancelled, through a
+// context of its own when it can.
+func (in *instance) callWatched(ctx context.Context, fn api.Function, what string) (uint32, error) {
 	cctx := ctx
 	timed := false
 	if _, ok := ctx.Deadline(); !ok {
@@ -539,9 +707,8 @@ func (in *instance) call(ctx context.Context, fn api.Function, what string) (uin
 			cctx, timed = in.ictx, true
 			in.timer.Reset(in.f.timeout)
 		} else {
-			// Cancellable but unbounded: rare enough to afford a context.
 			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, in.f.timeout)
+			cctx, cancel = context.WithTimeoutCause(ctx, in.f.timeout, errGuestTimeout)
 			defer cancel()
 		}
 	}
@@ -549,44 +716,63 @@ func (in *instance) call(ctx context.Context, fn api.Function, what string) (uin
 	if timed && !in.timer.Stop() {
 		// The timer fired: the instance is (or is about to be) closed,
 		// even if the guest returned just in time.
-		return 0, in.failure(cctx, what, errGuestTimeout, true)
+		return 0, in.failure(what, err, stopTimeout)
 	}
 	if err != nil {
-		return 0, in.failure(cctx, what, err, false)
+		return 0, in.failure(what, err, watchedReason(cctx, err))
 	}
 	if in.abiErr != nil {
-		return 0, in.failure(cctx, what, in.abiErr, false)
+		return 0, in.failure(what, in.abiErr, stopNone)
 	}
 	return uint32(in.stack[0]), nil
 }
 
+// watchedReason tells from the error of a call that wazero watched whether
+// its watch stopped the guest, and why.
+func watchedReason(cctx context.Context, err error) stopReason {
+	var exit *sys.ExitError
+	if !errors.As(err, &exit) {
+		return stopNone
+	}
+	switch code := exit.ExitCode(); {
+	case code != sys.ExitCodeDeadlineExceeded && code != sys.ExitCodeContextCanceled:
+		return stopNone
+	case errors.Is(context.Cause(cctx), errGuestTimeout):
+		return stopTimeout
+	case code == sys.ExitCodeDeadlineExceeded:
+		return stopDeadline
+	}
+	return stopCancelled
+}
+
 // failure turns a failed guest call into the call's error and logs it with
-// the guest's stack trace.
-func (in *instance) failure(cctx context.Context, what string, err error, timedOut bool) error {
+// the guest's stack trace. why is what stopped the guest, if the host did.
+func (in *instance) failure(what string, err error, why stopReason) error {
 	f := in.f
 	var ke *kernel.Error
 	var exit *sys.ExitError
 	var abi *abiError
+	detail := "stopped by the host"
+	if err != nil {
+		detail = err.Error()
+	}
 	switch {
 	case f.closed.Load():
 		ke = kernel.Errorf(kernel.CodeUnknown, "wasm filter %q was closed while %s ran (its App is stopping)", f.name, what)
-	case timedOut || errors.Is(context.Cause(cctx), errGuestTimeout):
+	case why == stopTimeout:
 		ke = kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: %s ran past the filter's timeout of %v; the instance was stopped and discarded",
 			f.name, what, f.timeout)
+	case why == stopDeadline:
+		ke = kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: %s was still running at the call's deadline; the instance was stopped and discarded",
+			f.name, what)
+	case why == stopCancelled:
+		ke = kernel.Wrap(kernel.CodeUnknown, context.Canceled, "wasm filter %q: the call was cancelled while %s ran; the instance was stopped and discarded",
+			f.name, what)
 	case errors.As(err, &abi):
 		ke = kernel.Wrap(kernel.CodeUnknown, abi, "wasm filter %q: %s broke the ABI; the instance was discarded", f.name, what)
 	case errors.As(err, &exit):
-		switch exit.ExitCode() {
-		case sys.ExitCodeDeadlineExceeded:
-			ke = kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: %s was still running at the call's deadline; the instance was stopped and discarded",
-				f.name, what)
-		case sys.ExitCodeContextCanceled:
-			ke = kernel.Wrap(kernel.CodeUnknown, context.Canceled, "wasm filter %q: the call was cancelled while %s ran; the instance was stopped and discarded",
-				f.name, what)
-		default:
-			ke = kernel.Errorf(kernel.CodeUnknown, "wasm filter %q: %s exited (proc_exit) with code %d; the instance was discarded",
-				f.name, what, exit.ExitCode())
-		}
+		ke = kernel.Errorf(kernel.CodeUnknown, "wasm filter %q: %s exited (proc_exit) with code %d; the instance was discarded",
+			f.name, what, exit.ExitCode())
 	default:
 		// A failed memory.grow is invisible to the host (the guest sees -1
 		// and usually traps later), so the memory in use is reported with
@@ -602,7 +788,7 @@ func (in *instance) failure(cctx context.Context, what string, err error, timedO
 	} else {
 		f.stats.traps.Add(1)
 	}
-	f.warn(kind, "weft: wasm filter call failed", "module_version", in.v.seq, "error", ke.Msg, "detail", err.Error())
+	f.warn(kind, "weft: wasm filter call failed", "module_version", in.v.seq, "error", ke.Msg, "detail", detail)
 	return ke
 }
 

@@ -174,3 +174,26 @@ func holdInstance(t *testing.T, f *wasmfilter.Filter, ep *endpoint) (release fun
 		}
 	}
 }
+
+// A reload of the same bytes shares the compiled module, whose per-call
+// watch the first version turned off: the new version's first start-up is
+// still bounded by the start-up limit (the host marks the module closed, as
+// for every start-up), so a runaway one fails SetConfig instead of hanging
+// it.
+func TestRunawayStartupOnReloadOfSameModule(t *testing.T) {
+	path := buildGuest(t, t.TempDir(), "slowinit", "INIT_MS=-1")
+	f := newFilter(t, path, wasmfilter.Config{InitTimeout: 100 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- f.SetConfig(context.Background(), map[string]any{"v": 2}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "still running after the start-up limit of 100ms") {
+			t.Errorf("SetConfig with a runaway start-up: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetConfig did not return in 10s: the start-up of the new version was not stopped")
+	}
+	if _, err := healthy(f, newEndpoint()); err != nil {
+		t.Errorf("the old version after the failed SetConfig: %v", err)
+	}
+}

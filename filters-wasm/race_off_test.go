@@ -1,0 +1,5 @@
+//go:build !race
+
+package wasmfilter_test
+
+const raceEnabled = false
