@@ -144,7 +144,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	payload := strings.Repeat("x", *size)
 	// One call first: a wrong address or interface fails here, not as a
 	// run full of errors.
-	if _, err := call(iv, *method, payload, *timeout); err != nil {
+	if _, err := call(iv, *method, payload); err != nil {
 		fmt.Fprintln(stderr, "weft bench: first call failed:", err)
 		return 1
 	}
@@ -167,7 +167,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		trace.Start(f)
 		defer trace.Stop()
 	}
-	res, hist := runBench(iv, *method, payload, *conc, *warm, *dur, *timeout, progressWriter(stderr))
+	res, hist := runBench(iv, *method, payload, *conc, *warm, *dur, progressWriter(stderr))
 	res.System, res.Size, res.Connections = "weft", *size, *conns
 	if *asJSON {
 		b, _ := json.Marshal(res)
@@ -180,9 +180,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func call(iv kernel.Invoker, method, payload string, timeout time.Duration) (any, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+// call makes one echo call. The URL's `timeout` bounds it, as a client-level
+// timeout does in the peers' load generators (Kitex's WithRPCTimeout): a
+// context of its own per call would cost the client three allocations
+// more than any caller needs.
+func call(iv kernel.Invoker, method, payload string) (any, error) {
+	ctx := context.Background()
 	inv := kernel.NewInvocation(method, payload)
 	inv.ParamTypes = "Ljava/lang/String;"
 	res, err := iv.Invoke(ctx, inv)
@@ -221,7 +224,7 @@ func (w *window) drain(h *histogram) {
 	}
 }
 
-func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, timeout time.Duration, progress io.Writer) (BenchResult, *histogram) {
+func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur time.Duration, progress io.Writer) (BenchResult, *histogram) {
 	var measuring atomic.Bool
 	var calls, errs atomic.Uint64
 	var win *window
@@ -244,7 +247,7 @@ func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur, ti
 				default:
 				}
 				start := time.Now()
-				_, err := call(iv, method, payload, timeout)
+				_, err := call(iv, method, payload)
 				if !measuring.Load() {
 					continue
 				}
