@@ -87,7 +87,39 @@ type Conn struct {
 
 	attrs  sync.Map
 	remote string
+
+	// The read loop may serve a call itself (see Inliner): while it does,
+	// inlineState is inlineRunning and takeover is armed; if the call
+	// outlasts inlineBudget, takeover starts a new read loop on the same
+	// (drained) buffer and the old one ends once its call returns.
+	inliner     Inliner
+	inlineState atomic.Int32
+	takeover    *time.Timer
+	rbuf        []byte // the read buffer, handed over on takeover
 }
+
+// Inliner is a ChannelHandler that can serve a message on the read loop's
+// goroutine. The read loop offers it the last message of what it has read
+// (nothing else is buffered, so nothing waits behind it but bytes not read
+// yet); Inline either serves it there and returns true, or returns false
+// and the loop goes on to Received. Serving inline saves the hand-off to
+// another goroutine, which on an idle connection is most of a round trip's
+// scheduling cost: a wake-up of another thread and of the caller's
+// goroutine. A call that runs long does not hold the connection: after
+// inlineBudget another goroutine takes over reading.
+type Inliner interface {
+	Inline(c *Conn, msg any) bool
+}
+
+// inlineBudget is how long a call served on the read loop may hold it
+// before another goroutine takes over reading the connection.
+const inlineBudget = 200 * time.Microsecond
+
+const (
+	inlineIdle = iota
+	inlineRunning
+	inlineTaken
+)
 
 var _ extension.Channel = (*Conn)(nil)
 
@@ -119,8 +151,40 @@ func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log
 // start runs the loops and reports the connection to the handler.
 func (c *Conn) start() {
 	c.handler.Connected(c)
+	if in, ok := c.handler.(Inliner); ok {
+		c.inliner = in
+		c.takeover = time.AfterFunc(time.Hour, c.takeOver)
+		c.takeover.Stop()
+	}
 	go c.writeLoop()
-	go c.readLoop()
+	go c.readLoop(make([]byte, readBufSize))
+}
+
+// takeOver runs when a call served on the read loop outlasts inlineBudget:
+// a new read loop continues on the drained buffer.
+func (c *Conn) takeOver() {
+	if c.inlineState.CompareAndSwap(inlineRunning, inlineTaken) {
+		// The old loop still counts in loops (it is inside its call), so
+		// this Add cannot race a Wait that already returned.
+		c.loops.Add(1)
+		go c.readLoop(c.rbuf)
+	}
+}
+
+// inline offers msg, the last message the read loop has, to the inliner; it
+// reports whether the read loop must end because, while it served the call,
+// another goroutine took over reading.
+func (c *Conn) inline(buf []byte, msg any) (served, lost bool) {
+	c.rbuf = buf
+	c.inlineState.Store(inlineRunning)
+	c.takeover.Reset(inlineBudget)
+	served = c.inliner.Inline(c, msg)
+	c.takeover.Stop()
+	if !c.inlineState.CompareAndSwap(inlineRunning, inlineIdle) {
+		return served, true
+	}
+	c.rbuf = nil
+	return served, false
 }
 
 // LocalAddr is the local end's address.
@@ -310,9 +374,8 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-func (c *Conn) readLoop() {
+func (c *Conn) readLoop(buf []byte) {
 	defer c.loops.Done()
-	buf := make([]byte, readBufSize)
 	start, end := 0, 0
 	discard := 0 // bytes of a rejected frame still to skip
 	sizer, _ := c.codec.(extension.FrameSizer)
@@ -388,6 +451,16 @@ func (c *Conn) readLoop() {
 				break
 			}
 			start += used
+			if start == end && discard == 0 && c.inliner != nil && err == nil {
+				// Nothing buffered behind it: the call may run here.
+				served, lost := c.inline(buf, msg)
+				if lost {
+					return // the new read loop owns buf and the connection
+				}
+				if served {
+					continue
+				}
+			}
 			c.handler.Received(c, msg)
 		}
 		if err != nil {

@@ -617,22 +617,35 @@ func (s *ExchangeServer) Caught(ch extension.Channel, err error) {
 // Received answers heartbeats and broken requests on the read loop and hands
 // calls to the pool.
 func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
+	s.dispatch(ch.(*Conn), msg, false)
+}
+
+// Inline serves a call on the read loop (Inliner) when a thread is free for
+// it; heartbeats and broken requests are answered there anyway.
+func (s *ExchangeServer) Inline(c *Conn, msg any) bool {
+	return s.dispatch(c, msg, true)
+}
+
+// dispatch answers heartbeats and broken requests at once and serves a call
+// on the calling goroutine (inline) or on the pool. It reports whether it
+// handled msg; only an inline offer can be declined (the pool is full: the
+// ordinary path then answers status 100).
+func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 	req, ok := msg.(*Request)
 	if !ok {
-		return // heartbeat responses: reading them kept the channel alive
+		return true // heartbeat responses: reading them kept the channel alive
 	}
-	conn := ch.(*Conn)
 	switch {
 	case req.Event:
 		if req.TwoWay {
 			conn.Send(&Response{ID: req.ID, Status: StatusOK, Event: true})
 		}
-		return
+		return true
 	case req.Broken != nil:
 		if req.TwoWay {
 			reply(conn, &Response{ID: req.ID, Status: StatusBadRequest, ErrMsg: req.Broken.Error()})
 		}
-		return
+		return true
 	}
 	s.closeMu.RLock()
 	if s.closing {
@@ -641,23 +654,49 @@ func (s *ExchangeServer) Received(ch extension.Channel, msg any) {
 			reply(conn, &Response{ID: req.ID, Status: StatusServerError,
 				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())})
 		}
-		return
+		return true
+	}
+	// `threads` bounds the calls being served, inline or on the pool: a
+	// thread is reserved here and freed when serve ends.
+	if !s.reserve() {
+		s.closeMu.RUnlock()
+		if inline {
+			return false
+		}
+		s.rejected.Add(1)
+		if req.TwoWay {
+			reply(conn, &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
+				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
+		}
+		return true
 	}
 	s.wg.Add(1)
 	s.closeMu.RUnlock()
 	if req.TwoWay {
 		conn.coming.Add(1) // its answer is coming: see serve
 	}
-	submitted := s.pool.submit(task{conn, req})
-	if !submitted {
-		if req.TwoWay {
-			conn.coming.Add(-1)
+	if inline {
+		s.serve(task{conn, req})
+		return true
+	}
+	if !s.pool.submit(task{conn, req}) {
+		// A thread is reserved, so a worker is at most finishing its last
+		// call (its thread freed, itself not yet back for the next): the
+		// call gets a goroutine of its own rather than waiting for it.
+		go s.serve(task{conn, req})
+	}
+	return true
+}
+
+// reserve takes one of the `threads`, false when all serve calls.
+func (s *ExchangeServer) reserve() bool {
+	for {
+		n := s.busy.Load()
+		if n >= int64(s.opt.Threads) {
+			return false
 		}
-		s.wg.Done()
-		s.rejected.Add(1)
-		if req.TwoWay {
-			reply(conn, &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
-				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
+		if s.busy.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }
@@ -693,8 +732,7 @@ func reply(conn *Conn, resp *Response) {
 // serve runs on a pool worker.
 func (s *ExchangeServer) serve(t task) {
 	defer s.wg.Done()
-	s.busy.Add(1)
-	defer s.busy.Add(-1)
+	defer s.busy.Add(-1) // reserved by dispatch
 	conn, req := t.conn, t.req
 	resp := s.reply(conn, req)
 	if req.TwoWay {

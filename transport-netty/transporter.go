@@ -280,6 +280,15 @@ func (h *serverHandler) Disconnected(ch extension.Channel) {
 	h.inner.Disconnected(ch)
 }
 func (h *serverHandler) Received(ch extension.Channel, msg any) { h.inner.Received(ch, msg) }
+
+// Inline passes the read loop's offer on to the inner handler when it can
+// serve inline (Inliner); the Conn asks only if its handler implements it.
+func (h *serverHandler) Inline(c *Conn, msg any) bool {
+	if in, ok := h.inner.(Inliner); ok {
+		return in.Inline(c, msg)
+	}
+	return false
+}
 func (h *serverHandler) Caught(ch extension.Channel, err error) { h.inner.Caught(ch, err) }
 
 // Close stops accepting and closes every connection.

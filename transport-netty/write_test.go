@@ -2,6 +2,7 @@ package netty
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -125,5 +126,57 @@ func TestSendNeverBlocksAndKeepsOrder(t *testing.T) {
 			t.Fatalf("sender %d: frame %d arrived when %d was due", g, i, next[g])
 		}
 		next[g]++
+	}
+}
+
+// A call alone on its connection is served on the read loop; one that blocks
+// there does not hold the connection: after the inline budget another
+// goroutine reads on, so calls behind it are answered while it still runs,
+// and `threads` still counts it.
+func TestInlineCallDoesNotHoldTheConnection(t *testing.T) {
+	es, h := serve(t, testCodec{}, ServerOptions{Threads: 3})
+	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
+	blocked := make(chan *Response, 3)
+	for i := range 2 {
+		go func() {
+			r, _ := c.Request(context.Background(), "block", 10*time.Second)
+			blocked <- r
+		}()
+		// One at a time, so that each arrives alone and is served inline.
+		for deadline := time.Now().Add(5 * time.Second); es.Busy() < int64(i+1) && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if es.Busy() != 2 {
+		t.Fatalf("busy %d, want the 2 blocked calls", es.Busy())
+	}
+	start := time.Now()
+	for i := range 20 {
+		resp, err := c.Request(context.Background(), fmt.Sprint("fast", i), 2*time.Second)
+		if err != nil || resp.Status != StatusOK || resp.Data != fmt.Sprint("fast", i) {
+			t.Fatalf("call %d behind blocked ones: %+v %v", i, resp, err)
+		}
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("20 calls took %v behind calls blocked on the read loop", took)
+	}
+	// Two blocked (inline or not) and one free thread: a third blocking
+	// call fills the pool, and the next gets status 100.
+	go func() {
+		r, _ := c.Request(context.Background(), "block", 10*time.Second)
+		blocked <- r
+	}()
+	for deadline := time.Now().Add(5 * time.Second); es.Busy() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := c.Request(context.Background(), "x", time.Second)
+	if err != nil || resp.Status != StatusServerThreadpoolExhausted {
+		t.Fatalf("with every thread busy: %+v %v, want status 100", resp, err)
+	}
+	close(h.release)
+	for range 3 {
+		if r := <-blocked; r == nil || r.Status != StatusOK {
+			t.Fatalf("blocked call: %+v", r)
+		}
 	}
 }
