@@ -1,12 +1,30 @@
 // Package netty is weft's Netty-style transport and Dubbo's exchange layer.
 //
-// The transport (Transporter, Server, Channel) moves frames over TCP: each
-// connection has a read loop that decodes frames and hands them to a
-// ChannelHandler, and a write loop that flushes every frame queued since its
-// last write in one system call, so concurrent calls share syscalls instead
-// of taking one each. The codec is the protocol's (extension.Codec).
+// The transport (Transporter, Server, Channel) moves frames over TCP; the
+// codec is the protocol's (extension.Codec). What a call costs on a busy
+// machine is mostly hand-offs between goroutines (each a wake-up, often of
+// another thread) and write system calls (on loopback each also runs the
+// receiver's TCP input), so the paths are built to need as few of both as
+// the load allows:
 //
-// The exchange layer (Request, Response, ExchangeClient, ExchangeHandler)
+//   - Writes. A sender encodes on its own goroutine. When nothing else is
+//     about to be sent on the connection (one call at a time), it writes its
+//     frame itself, without blocking: what the socket does not take goes to
+//     the write loop, so no caller waits on a peer that does not read. When
+//     more frames are coming (other calls in flight; Conn.coming), it queues
+//     the frame for the write loop, which yields once before writing so that
+//     the frames of the goroutines about to send go out in the same system
+//     call.
+//   - Reads. Each connection has a read loop that decodes frames and hands
+//     them to a ChannelHandler. The exchange server serves the last call of
+//     what was read on the read loop itself (Inliner): nothing is buffered
+//     behind it, and the hand-off to a worker was a thread wake-up per call
+//     on a quiet connection. A call that outlasts inlineBudget does not hold
+//     the connection: a new read loop takes over the drained buffer.
+//
+// The exchange layer (Request, Response, ExchangeClient, ExchangeServer)
 // correlates requests and responses by id, bounds every call by its deadline,
-// answers and sends heartbeats, closes idle connections and reconnects.
+// answers and sends heartbeats, closes idle connections and reconnects; its
+// server serves at most `threads` calls at once, inline or on its pool, and
+// answers status 100 beyond.
 package netty
