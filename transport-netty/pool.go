@@ -66,17 +66,34 @@ func (p *workerPool) submit(f task) bool {
 func (p *workerPool) work(f task) {
 	defer p.wg.Done()
 	defer p.workers.Add(-1)
+	// The idle timer is not reset per task (a timer operation on every
+	// call): the worker notes when it last served, and when the timer
+	// fires it either retires or waits out the rest of its idle time.
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
 		p.run(f)
-		t.Reset(p.idle)
+		if f = p.next(t, time.Now()); f.req == nil {
+			return
+		}
+	}
+}
+
+// next waits for the worker's next task; a zero task when the worker has
+// been idle since last for the pool's idle time, or the pool closes.
+func (p *workerPool) next(t *time.Timer, last time.Time) task {
+	for {
 		select {
-		case f = <-p.tasks:
+		case f := <-p.tasks:
+			return f
 		case <-t.C:
-			return
+			rest := p.idle - time.Since(last)
+			if rest <= 0 {
+				return task{}
+			}
+			t.Reset(rest)
 		case <-p.done:
-			return
+			return task{}
 		}
 	}
 }
