@@ -77,7 +77,8 @@ func (c TLSConfig) transport() netty.TLSConfig {
 // alone; a document that does not decode is rejected whole.
 type ConfigCenterConfig struct {
 	// Address is the config center's URL; its protocol names the
-	// extension: nacos://127.0.0.1:8848?namespace=dev.
+	// extension: nacos://127.0.0.1:8848?namespace=dev (Nacos is a plugin:
+	// weft.WithPlugins(nacos.Plugin()) of registry-nacos).
 	Address string `koanf:"address"`
 	// DataID is the document's key; default application.name.
 	DataID string `koanf:"data_id"`
@@ -145,7 +146,8 @@ type ProtocolConfig struct {
 	Params        map[string]any `koanf:"params"`
 }
 
-// RegistryConfig configures one registry, e.g. address nacos://127.0.0.1:8848.
+// RegistryConfig configures one registry, e.g. address embedded:///dir, or
+// nacos://127.0.0.1:8848 with registry-nacos's plugin added.
 type RegistryConfig struct {
 	Address string `koanf:"address"`
 }

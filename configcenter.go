@@ -120,6 +120,9 @@ func resolveConfig(local localConfig, factories *kernel.Loader[extension.Dynamic
 	}
 	f, err := factories.Get(u.Protocol)
 	if err != nil {
+		if e := notAdded("config center", u.Protocol, factories.Names()); e != nil {
+			err = e
+		}
 		return nil, nil, fmt.Errorf("weft: config: config_center.address: %w", err)
 	}
 	key := cc.DataID

@@ -26,7 +26,6 @@ import (
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
-	nacos "github.com/weftrpc/weft/registry-nacos"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -164,13 +163,11 @@ func builtins() fx.Option {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
 		}),
 
-		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
-			return Extension[extension.RegistryFactory]{Name: nacos.Name, New: value[extension.RegistryFactory](nacos.Factory{Log: log})}
-		}),
-
-		Plugin[extension.DynamicConfigurationFactory](func(log *slog.Logger) Extension[extension.DynamicConfigurationFactory] {
-			return Extension[extension.DynamicConfigurationFactory]{Name: nacos.Name, New: value[extension.DynamicConfigurationFactory](nacos.ConfigFactory{Log: log})}
-		}),
+		// Nacos (registry and config center) is not built in: nacos-sdk-go
+		// and the Alibaba Cloud modules it pulls cost every program ~10 MB
+		// of RSS at init. A program adds it with nacos.Plugin() of
+		// registry-nacos; a config that names it without tells how
+		// (optin.go).
 
 		clusterPlugin(cluster.Failover, cluster.NewFailover),
 		clusterPlugin(cluster.Failfast, cluster.NewFailfast),

@@ -162,6 +162,10 @@ func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
 			continue
 		}
 		if !regs.Has(u.Protocol) {
+			if err := notAdded("registry", u.Protocol, regs.Names()); err != nil {
+				fail(path, err)
+				continue
+			}
 			fail(path, &kernel.UnknownError{Point: "registry", Name: u.Protocol, Known: regs.Names()})
 			continue
 		}

@@ -162,6 +162,9 @@ type UnknownError struct {
 }
 
 func (e *UnknownError) Error() string {
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("unknown %s extension %q (none is registered)", e.Point, e.Name)
+	}
 	return fmt.Sprintf("unknown %s extension %q (known: %s)", e.Point, e.Name, strings.Join(e.Known, ", "))
 }
 

@@ -244,6 +244,15 @@ func TestActivateNamesUnknown(t *testing.T) {
 	}
 }
 
+// A point with nothing registered (no config center is built in) says so
+// rather than listing nothing.
+func TestLoaderGetUnknownNoneRegistered(t *testing.T) {
+	_, err := kernel.NewLoader[ext]("config center", "").Get("apollo")
+	if got, want := fmt.Sprint(err), `unknown config center extension "apollo" (none is registered)`; got != want {
+		t.Errorf("message = %q, want %q", got, want)
+	}
+}
+
 func TestLoaderGetUnknown(t *testing.T) {
 	l := kernel.NewLoader[ext]("protocol", "dubbo")
 	for _, n := range []string{"tri", "dubbo", "injvm"} {

@@ -20,6 +20,13 @@
 // The package is also weft's Nacos config center (ConfigFactory,
 // ConfigCenter: extension.DynamicConfiguration under the same name "nacos"):
 // data ids read, published and watched through the SDK's config client.
+//
+// weft does not build Nacos in: an App gets both, the registry and the
+// config center, from Plugin,
+//
+//	app, err := weft.New(weft.WithPlugins(nacos.Plugin()), ...)
+//
+// and a config that names nacos:// without it fails weft.New saying so.
 package nacos
 
 import (

@@ -132,7 +132,7 @@ wasm:
 
 	logs := &syncBuffer{}
 	var c cfgNodeClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithReference("node", &c),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithPlugins(nacos.Plugin()), weft.WithReference("node", &c),
 		weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
 		weft.WithFilter("stamp", nil, traceFilter("stamp")),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
@@ -339,7 +339,7 @@ consumer:
 `, addr, dataID)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithConfig(weft.ConfigYAML(local)))
+		_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithConfig(weft.ConfigYAML(local)))
 		if err != nil && strings.Contains(err.Error(), dataID) && strings.Contains(err.Error(), "consumer.timeout") {
 			t.Logf("broken document at start: %v", err)
 			break
@@ -353,7 +353,7 @@ consumer:
 	// Nothing listens on this port.
 	dead := freePort(t)
 	logs := &syncBuffer{}
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), weft.WithPlugins(nacos.Plugin()),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 config_center: {address: "nacos://%s?timeout=1000", data_id: x.yaml, check: false}
 consumer: {timeout: 777}
@@ -393,7 +393,7 @@ protocols: {dubbo: {port: %s}}
 provider:
   services:
     node: {interface: org.weft.CfgNode}
-`, addr, dataID, port), weft.WithService("node", cfgNode{name: "p"}), weft.WithFilter("stamp", nil, traceFilter("stamp")))
+`, addr, dataID, port), weft.WithPlugins(nacos.Plugin()), weft.WithService("node", cfgNode{name: "p"}), weft.WithFilter("stamp", nil, traceFilter("stamp")))
 	var c cfgNodeClient
 	startApp(t, fmt.Sprintf(`
 consumer:

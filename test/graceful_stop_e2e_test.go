@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 // Issue 10, item 3: a provider that leaves the registry (SIGTERM: it
@@ -77,7 +78,9 @@ func gracefulChild(address, name, port, logPath string) {
 		os.Exit(1)
 	}
 	svc := &slowSvc{name: name, log: f}
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("slow", svc),
+	// Nacos is a plugin; this child serves the embedded and the Nacos
+	// variants, so it always adds it.
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithService("slow", svc),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 protocols: {dubbo: {port: %s}}
@@ -214,7 +217,7 @@ func gracefulStopThroughRegistry(t *testing.T, address, cl string) {
 		ref = "cluster: failover, retries: 2"
 	}
 	var c slowClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("slow", &c),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithReference("slow", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 consumer:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 const registryChildEnv = "WEFTTEST_EMBEDDED_PROVIDER"
@@ -23,7 +24,9 @@ const registryChildEnv = "WEFTTEST_EMBEDDED_PROVIDER"
 // the embedded registry at dir and stops gracefully on SIGTERM.
 func registryChild(spec string) {
 	address, name, _ := strings.Cut(spec, ";")
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", &node{name: name}),
+	// Nacos is a plugin: the same child serves the embedded and the Nacos
+	// scenarios, so it always adds it (unused, it costs nothing).
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithService("node", &node{name: name}),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 protocols: {dubbo: {port: 0}}
@@ -94,7 +97,7 @@ func discoveryAcrossProcesses(t *testing.T, address string, dropWithin time.Dura
 	a := startRegistryChild(t, address, "a")
 	b := startRegistryChild(t, address, "b")
 	var c nodeClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("node", &c),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithReference("node", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 consumer:

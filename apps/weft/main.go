@@ -8,7 +8,9 @@
 //
 // The implementations weft run can export are those linked into this binary
 // (the examples' services); a program of your own exports yours the same way
-// with weft.New and weft.WithService.
+// with weft.New and weft.WithService. weft run also has the plugins a
+// program adds itself with weft.WithPlugins: Nacos (registry-nacos), as
+// registry and config center.
 package main
 
 import (
@@ -22,10 +24,13 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/fx"
+
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/apps/examples/echo/echoservice"
 	"github.com/weftrpc/weft/apps/examples/quickstart/greeter"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 func main() {
@@ -71,7 +76,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		}
 		// New fails on a config with nothing to export or refer (and on
 		// any other config error), naming what is missing.
-		app, err := weft.New(append(builtinServices(), weft.WithConfig(weft.ConfigFiles(cfg...)...))...)
+		app, err := weft.New(append(builtinServices(), weft.WithPlugins(builtinPlugins()...), weft.WithConfig(weft.ConfigFiles(cfg...)...))...)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -103,6 +108,12 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+}
+
+// builtinPlugins are the opt-in integrations weft run carries, so that a
+// config can name them as a program of its own would after adding them.
+func builtinPlugins() []fx.Option {
+	return []fx.Option{nacos.Plugin()}
 }
 
 // builtinServices registers the implementations this binary carries, by the

@@ -50,3 +50,17 @@ func TestRunRejectsBadValue(t *testing.T) {
 		t.Fatalf("code %d, stderr %q", code, stderr)
 	}
 }
+
+// weft run carries the Nacos plugin: a config naming a Nacos registry is
+// valid (here New fails on another key, found in the same pass, before
+// anything connects), not "lives in registry-nacos, which this program does
+// not link".
+func TestRunHasNacos(t *testing.T) {
+	code, stderr := runCLI(t, `registries: {n: {address: "nacos://127.0.0.1:1"}}
+consumer: {cluster: failwhale}
+provider: {services: {greeter: {interface: org.example.Greeter}}}
+`)
+	if code != 1 || !strings.Contains(stderr, `consumer.cluster: unknown cluster extension "failwhale"`) || strings.Contains(stderr, "registries.n") {
+		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+}

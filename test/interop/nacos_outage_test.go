@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 // outageNode is one provider App's implementation: it answers its own name.
@@ -163,7 +164,7 @@ func TestNacosOutage(t *testing.T) {
 		t.Helper()
 		n := &outageNode{name: name}
 		nodes[name] = n
-		app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(log.With("app", name)), weft.WithService("node", n),
+		app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(log.With("app", name)), weft.WithPlugins(nacos.Plugin()), weft.WithService("node", n),
 			weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 %s
 protocols: {dubbo: {port: 0}}
@@ -206,7 +207,7 @@ provider:
 	portB := startProvider("b", 10*time.Second)
 
 	var c outageClient
-	consumer, err := weft.New(weft.WithoutEnv(), weft.WithLogger(log.With("app", "consumer")), weft.WithReference("node", &c),
+	consumer, err := weft.New(weft.WithoutEnv(), weft.WithLogger(log.With("app", "consumer")), weft.WithPlugins(nacos.Plugin()), weft.WithReference("node", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 %s
 consumer:
