@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -464,10 +465,10 @@ func scanChars(data []byte, p, units int) (end, outLen int, plain bool, err erro
 	start, extra := p, 0
 	plain = true
 	for units > 0 {
-		// ASCII, eight bytes at a time while they fit in the chunk.
-		for units >= 8 && p+8 <= len(data) && binary.LittleEndian.Uint64(data[p:])&0x8080808080808080 == 0 {
-			p += 8
-			units -= 8
+		// ASCII, many bytes at a time while they fit in the chunk.
+		if k := asciiRun(data[p:min(len(data), p+units)]); k > 0 {
+			p += k
+			units -= k
 		}
 		if units == 0 {
 			break
@@ -527,6 +528,11 @@ func utf16Unit(b []byte) uint32 {
 // with the library's unchecked (wrapping) arithmetic.
 func pairRune(hi uint32, b []byte) rune {
 	return rune((hi-0xd800)<<10 + (utf16Unit(b) - 0xdc00) + 0x10000)
+}
+
+// asciiRun is the length of b's ASCII prefix, found eight bytes per load.
+func asciiRun(b []byte) int {
+	return asciiPrefix(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 // appendChars appends the decoded text of a chunk that scanChars accepted
@@ -602,18 +608,28 @@ func (d *Decoder) str() (string, error) {
 		}
 		return makeString(b), nil
 	}
-	buf := make([]byte, 0, outLen)
+	// A Builder's buffer is not zeroed first (a plain make would clear
+	// outLen bytes only to overwrite them) and becomes the string as it is.
+	var sb strings.Builder
+	sb.Grow(outLen)
+	var buf []byte
 	for p := start; ; {
 		units, hdr, final, _ := stringHeader(d.data, p)
-		buf, p = appendChars(buf, d.data, p+hdr, units)
+		// A chunk of plain text (no surrogate pair to re-encode, the
+		// common case of a long string split into chunks) is copied as
+		// it is; skipString has checked every chunk already.
+		if e, _, pl, _ := scanChars(d.data, p+hdr, units); pl {
+			sb.Write(d.data[p+hdr : e])
+			p = e
+		} else {
+			buf, p = appendChars(buf[:0], d.data, p+hdr, units)
+			sb.Write(buf)
+		}
 		if final {
 			break
 		}
 	}
-	if len(buf) == 0 {
-		return "", nil
-	}
-	return unsafe.String(&buf[0], len(buf)), nil
+	return sb.String(), nil
 }
 
 // maxInterned bounds the strings looked up in interned.

@@ -465,10 +465,19 @@ func scanChunk(s string) (n, units int, plain bool) {
 // asciiPrefix returns how many leading bytes of s are ASCII.
 func asciiPrefix(s string) int {
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	// Eight bytes per load: reading the words straight from the string's
+	// bytes (unaligned loads, which every Go target allows) is several times
+	// faster than assembling them byte by byte.
+	p := unsafe.Pointer(unsafe.StringData(s))
+	for ; i+32 <= len(s); i += 32 {
+		w := *(*uint64)(unsafe.Add(p, i)) | *(*uint64)(unsafe.Add(p, i+8)) |
+			*(*uint64)(unsafe.Add(p, i+16)) | *(*uint64)(unsafe.Add(p, i+24))
 		if w&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(s); i += 8 {
+		if *(*uint64)(unsafe.Add(p, i))&0x8080808080808080 != 0 {
 			break
 		}
 	}
