@@ -32,7 +32,7 @@ if [ "$SIZE" != 1024 ]; then
 		-e 's/-size 1024/-size "$SIZE"/g' \
 		-e 's/size=1024 dur/size=$SIZE dur/' \
 		-e 's/-mode "\$mode" -max-life 120s/-mode "$mode" -resp-body $((SIZE+171)) -max-life 120s/' \
-		-e 's/-c "\$c" -d "\$d" -warmup 2s \\$/-c "$c" -req-body $((SIZE+160)) -d "$d" -warmup 2s \\/' \
+		-e 's/-c "\$c" -d "\$d" -warmup 2s \\$/-c "$c" -req-body $((SIZE+160)) -resp-body $((SIZE+171)) -d "$d" -warmup 2s \\/' \
 		"$PEERS_DIR/bench.sh" >"$BENCH"
 	export SIZE
 	for want in 'size "$SIZE"' 'resp-body' 'req-body' "HERE=$peers"; do
