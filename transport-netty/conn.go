@@ -71,8 +71,11 @@ type Conn struct {
 	nbErr    error
 
 	// coming counts frames the connection's owner expects to send soon
-	// (calls being served, on a server; calls in flight, on a client), and
-	// alone above comingOver means "wait and batch".
+	// (calls being served, on a server; calls in flight, on a client).
+	// Above comingOver a sender queues its frame and the write loop
+	// batches; at most comingOver, a sender writes, taking along what is
+	// queued (the last answer of a batch on a server; a call alone on a
+	// client, whose own call is one of those in flight).
 	coming     atomic.Int32
 	comingOver int32
 
@@ -238,17 +241,34 @@ func (c *Conn) Send(msg any) error {
 		return fmt.Errorf("write queue to %s over %d bytes: the peer does not read", c.RemoteAddr(), maxQueued)
 	}
 	var inline []byte
-	if !c.flushing && c.raw != nil && len(c.wbuf) == 0 && c.coming.Load() <= c.comingOver {
+	queue := false
+	switch {
+	case c.flushing || c.raw == nil || c.coming.Load() > c.comingOver:
+		c.wbuf = append(c.wbuf, frame...)
+	case len(c.wbuf) == 0:
 		// Write the caller's own frame directly from its encoding buffer: no
 		// copy into the queue.
 		c.flushing = true
 		inline = frame
-	} else {
+	default:
+		// The last of a batch (nothing else is coming): it takes the frames
+		// queued before it along, at once, rather than leaving them to the
+		// write loop's turn.
 		c.wbuf = append(c.wbuf, frame...)
+		c.flushing = true
+		inline, c.wbuf, c.spare = c.wbuf, c.spare[:0], nil
+		queue = true
 	}
 	c.wmu.Unlock()
 	if inline != nil {
 		c.writeNow(inline)
+		if queue {
+			c.wmu.Lock()
+			if c.spare == nil && cap(inline) <= 4<<20 {
+				c.spare = inline[:0]
+			}
+			c.wmu.Unlock()
+		}
 	}
 	if cap(frame) <= 64<<10 {
 		*bp = frame

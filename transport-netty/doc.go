@@ -14,7 +14,9 @@
 //     more frames are coming (other calls in flight; Conn.coming), it queues
 //     the frame for the write loop, which yields once before writing so that
 //     the frames of the goroutines about to send go out in the same system
-//     call.
+//     call; and the last of them (a server's answer to the last call of a
+//     batch) writes what is queued along with its own, without waiting for
+//     the write loop's turn.
 //   - Reads. Each connection has a read loop that decodes frames and hands
 //     them to a ChannelHandler. The exchange server serves the last call of
 //     what was read on the read loop itself (Inliner): nothing is buffered

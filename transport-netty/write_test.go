@@ -180,3 +180,30 @@ func TestInlineCallDoesNotHoldTheConnection(t *testing.T) {
 		}
 	}
 }
+
+// The last sender of a batch (nothing else coming) writes what is queued
+// before it along with its own frame, in order, without the write loop.
+func TestLastSenderTakesQueuedFramesAlong(t *testing.T) {
+	c, peer := pipePair(t)
+	queued, err := testCodec{}.Encode(nil, &Request{ID: 1, Data: "queued"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame queued while more were coming, not yet written: put there
+	// without waking the write loop, as if it had not had its turn yet.
+	c.wmu.Lock()
+	c.wbuf = append(c.wbuf, queued...)
+	c.wmu.Unlock()
+	if err := c.Send(&Request{ID: 2, Data: "last"}); err != nil {
+		t.Fatal(err)
+	}
+	c.wmu.Lock()
+	left := len(c.wbuf)
+	c.wmu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d bytes still queued after the last sender's write", left)
+	}
+	if got := readFrames(t, peer, 2); got[0] != "queued" || got[1] != "last" {
+		t.Fatalf("frames %q, want the queued one first", got)
+	}
+}
