@@ -389,6 +389,12 @@ func (c *ExchangeClient) Request(ctx context.Context, data any, timeout time.Dur
 		if ke, ok := err.(*kernel.Error); ok {
 			return nil, ke
 		}
+		if cause := conn.Err(); err == ErrClosed && cause != nil {
+			// Closed between choosing the connection and sending: say why
+			// (a TLS server refusing this client's certificate closes right
+			// after the handshake, with an alert).
+			return nil, kernel.Wrap(kernel.CodeNetwork, err, "send to %s (%s)", c.url.Address(), cutText(cause.Error()))
+		}
 		return nil, kernel.Wrap(kernel.CodeNetwork, err, "send to %s", c.url.Address())
 	}
 	start := time.Now()
