@@ -101,8 +101,9 @@ type Conn struct {
 	rbuf        []byte // the read buffer, handed over on takeover
 }
 
-// Inliner is a ChannelHandler that can serve a message on the read loop's
-// goroutine. The read loop offers it the last message of what it has read
+// Inliner is a server's ChannelHandler that can serve a message on the read
+// loop's goroutine (the Server finds out once per connection). The read
+// loop offers it the last message of what it has read
 // (nothing else is buffered, so nothing waits behind it but bytes not read
 // yet); Inline either serves it there and returns true, or returns false
 // and the loop goes on to Received. Serving inline saves the hand-off to
@@ -154,8 +155,7 @@ func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log
 // start runs the loops and reports the connection to the handler.
 func (c *Conn) start() {
 	c.handler.Connected(c)
-	if in, ok := c.handler.(Inliner); ok {
-		c.inliner = in
+	if c.inliner != nil {
 		c.takeover = time.AfterFunc(time.Hour, c.takeOver)
 		c.takeover.Stop()
 	}
@@ -241,7 +241,7 @@ func (c *Conn) Send(msg any) error {
 		return fmt.Errorf("write queue to %s over %d bytes: the peer does not read", c.RemoteAddr(), maxQueued)
 	}
 	var inline []byte
-	queue := false
+	took := false // inline is the queue's buffer, not the caller's frame
 	switch {
 	case c.flushing || c.raw == nil || c.coming.Load() > c.comingOver:
 		c.wbuf = append(c.wbuf, frame...)
@@ -257,18 +257,11 @@ func (c *Conn) Send(msg any) error {
 		c.wbuf = append(c.wbuf, frame...)
 		c.flushing = true
 		inline, c.wbuf, c.spare = c.wbuf, c.spare[:0], nil
-		queue = true
+		took = true
 	}
 	c.wmu.Unlock()
 	if inline != nil {
-		c.writeNow(inline)
-		if queue {
-			c.wmu.Lock()
-			if c.spare == nil && cap(inline) <= 4<<20 {
-				c.spare = inline[:0]
-			}
-			c.wmu.Unlock()
-		}
+		c.writeNow(inline, took)
 	}
 	if cap(frame) <= 64<<10 {
 		*bp = frame
@@ -289,8 +282,9 @@ func (c *Conn) signal() {
 
 // writeNow writes buf, which the caller took while setting flushing, as far
 // as the socket takes it without blocking; the rest goes before whatever was
-// queued meanwhile, for the write loop.
-func (c *Conn) writeNow(buf []byte) {
+// queued meanwhile, for the write loop. A buf that was the queue's buffer
+// (took) becomes the spare one once written.
+func (c *Conn) writeNow(buf []byte, took bool) {
 	// The flushing writer owns these fields; the callback is a method value
 	// made once, so a write allocates nothing.
 	c.nbBuf, c.nbDone, c.nbErr = buf, 0, nil
@@ -315,6 +309,9 @@ func (c *Conn) writeNow(buf []byte) {
 		rest := append(c.spare[:0], buf[n:]...)
 		c.spare = nil
 		c.wbuf = append(rest, c.wbuf...)
+	}
+	if took && c.spare == nil && cap(buf) <= 4<<20 {
+		c.spare = buf[:0]
 	}
 	c.wmu.Unlock()
 	if more {

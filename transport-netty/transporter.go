@@ -179,6 +179,7 @@ func (s *Server) accept() {
 // serve starts a connection's loops; false when the server is closed.
 func (s *Server) serve(nc net.Conn) bool {
 	c := newConn(nc, s.codec, &serverHandler{s: s, inner: s.handler}, s.log)
+	c.inliner, _ = s.handler.(Inliner) // the exchange server serves inline
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -280,15 +281,6 @@ func (h *serverHandler) Disconnected(ch extension.Channel) {
 	h.inner.Disconnected(ch)
 }
 func (h *serverHandler) Received(ch extension.Channel, msg any) { h.inner.Received(ch, msg) }
-
-// Inline passes the read loop's offer on to the inner handler when it can
-// serve inline (Inliner); the Conn asks only if its handler implements it.
-func (h *serverHandler) Inline(c *Conn, msg any) bool {
-	if in, ok := h.inner.(Inliner); ok {
-		return in.Inline(c, msg)
-	}
-	return false
-}
 func (h *serverHandler) Caught(ch extension.Channel, err error) { h.inner.Caught(ch, err) }
 
 // Close stops accepting and closes every connection.
