@@ -91,14 +91,21 @@ type Conn struct {
 	attrs  sync.Map
 	remote string
 
-	// The read loop may serve a call itself (see Inliner): while it does,
-	// inlineState is inlineRunning and takeover is armed; if the call
-	// outlasts inlineBudget, takeover starts a new read loop on the same
-	// (drained) buffer and the old one ends once its call returns.
-	inliner     Inliner
-	inlineState atomic.Int32
-	takeover    *time.Timer
-	rbuf        []byte // the read buffer, handed over on takeover
+	// The read loop may serve a call itself (see Inliner and reader).
+	inliner Inliner
+}
+
+// reader is one read loop's state for serving calls inline: while it
+// serves one, state is inlineRunning and takeover is armed; if the call
+// outlasts inlineBudget, takeover starts a new read loop on the same
+// (drained) buffer, and this one ends once its call returns. Each read loop
+// has its own: after a takeover the old loop is still inside its call while
+// the new one may serve calls of its own.
+type reader struct {
+	c        *Conn
+	state    atomic.Int32
+	takeover *time.Timer // made at the loop's first inline call
+	buf      []byte      // the read buffer, handed over on takeover
 }
 
 // Inliner is a server's ChannelHandler that can serve a message on the read
@@ -116,8 +123,9 @@ type Inliner interface {
 }
 
 // inlineBudget is how long a call served on the read loop may hold it
-// before another goroutine takes over reading the connection.
-const inlineBudget = 200 * time.Microsecond
+// before another goroutine takes over reading the connection (a variable
+// for the tests that make every inline call a takeover).
+var inlineBudget = 200 * time.Microsecond
 
 const (
 	inlineIdle = iota
@@ -155,38 +163,38 @@ func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log
 // start runs the loops and reports the connection to the handler.
 func (c *Conn) start() {
 	c.handler.Connected(c)
-	if c.inliner != nil {
-		c.takeover = time.AfterFunc(time.Hour, c.takeOver)
-		c.takeover.Stop()
-	}
 	go c.writeLoop()
 	go c.readLoop(make([]byte, readBufSize))
 }
 
 // takeOver runs when a call served on the read loop outlasts inlineBudget:
 // a new read loop continues on the drained buffer.
-func (c *Conn) takeOver() {
-	if c.inlineState.CompareAndSwap(inlineRunning, inlineTaken) {
+func (r *reader) takeOver() {
+	if r.state.CompareAndSwap(inlineRunning, inlineTaken) {
 		// The old loop still counts in loops (it is inside its call), so
 		// this Add cannot race a Wait that already returned.
-		c.loops.Add(1)
-		go c.readLoop(c.rbuf)
+		r.c.loops.Add(1)
+		go r.c.readLoop(r.buf)
 	}
 }
 
 // inline offers msg, the last message the read loop has, to the inliner; it
 // reports whether the read loop must end because, while it served the call,
 // another goroutine took over reading.
-func (c *Conn) inline(buf []byte, msg any) (served, lost bool) {
-	c.rbuf = buf
-	c.inlineState.Store(inlineRunning)
-	c.takeover.Reset(inlineBudget)
-	served = c.inliner.Inline(c, msg)
-	c.takeover.Stop()
-	if !c.inlineState.CompareAndSwap(inlineRunning, inlineIdle) {
+func (r *reader) inline(buf []byte, msg any) (served, lost bool) {
+	if r.takeover == nil {
+		r.takeover = time.AfterFunc(time.Hour, r.takeOver)
+		r.takeover.Stop()
+	}
+	r.buf = buf
+	r.state.Store(inlineRunning)
+	r.takeover.Reset(inlineBudget)
+	served = r.c.inliner.Inline(r.c, msg)
+	r.takeover.Stop()
+	if !r.state.CompareAndSwap(inlineRunning, inlineIdle) {
 		return served, true
 	}
-	c.rbuf = nil
+	r.buf = nil
 	return served, false
 }
 
@@ -393,6 +401,7 @@ func (c *Conn) writeLoop() {
 
 func (c *Conn) readLoop(buf []byte) {
 	defer c.loops.Done()
+	rd := &reader{c: c}
 	start, end := 0, 0
 	discard := 0 // bytes of a rejected frame still to skip
 	sizer, _ := c.codec.(extension.FrameSizer)
@@ -470,9 +479,14 @@ func (c *Conn) readLoop(buf []byte) {
 			start += used
 			if start == end && discard == 0 && c.inliner != nil && err == nil {
 				// Nothing buffered behind it: the call may run here.
-				served, lost := c.inline(buf, msg)
+				served, lost := rd.inline(buf, msg)
 				if lost {
-					return // the new read loop owns buf and the connection
+					// The new read loop owns buf and the connection; a
+					// message the offer declined is still this loop's.
+					if !served {
+						c.handler.Received(c, msg)
+					}
+					return
 				}
 				if served {
 					continue

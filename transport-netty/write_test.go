@@ -166,7 +166,10 @@ func TestInlineCallDoesNotHoldTheConnection(t *testing.T) {
 		r, _ := c.Request(context.Background(), "block", 10*time.Second)
 		blocked <- r
 	}()
-	for deadline := time.Now().Add(5 * time.Second); es.Busy() < 3 && time.Now().Before(deadline); {
+	// Wait until the third blocking call is being served (2 + 20 + 1
+	// handler runs): Busy alone may still count a fast call whose answer
+	// is already out but whose thread is not freed yet.
+	for deadline := time.Now().Add(5 * time.Second); (h.served.Load() < 23 || es.Busy() < 3) && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	resp, err := c.Request(context.Background(), "x", time.Second)
@@ -205,5 +208,40 @@ func TestLastSenderTakesQueuedFramesAlong(t *testing.T) {
 	}
 	if got := readFrames(t, peer, 2); got[0] != "queued" || got[1] != "last" {
 		t.Fatalf("frames %q, want the queued one first", got)
+	}
+}
+
+// With every inline call outlasting its budget, each one hands reading to a
+// new read loop: calls served, calls declined (all threads busy: status 100)
+// and the calls behind them are all answered, none lost with the loop that
+// read them.
+func TestTakeoverLosesNoCall(t *testing.T) {
+	defer func(b time.Duration) { inlineBudget = b }(inlineBudget)
+	inlineBudget = time.Nanosecond
+	es, h := serve(t, testCodec{}, ServerOptions{Threads: 1})
+	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
+	for i := range 50 {
+		resp, err := c.Request(context.Background(), fmt.Sprint("call", i), 2*time.Second)
+		if err != nil || resp.Status != StatusOK || resp.Data != fmt.Sprint("call", i) {
+			t.Fatalf("call %d: %+v %v", i, resp, err)
+		}
+	}
+	blocked := make(chan *Response, 1)
+	go func() {
+		r, _ := c.Request(context.Background(), "block", 10*time.Second)
+		blocked <- r
+	}()
+	for deadline := time.Now().Add(5 * time.Second); es.Busy() < 1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 20 {
+		resp, err := c.Request(context.Background(), "x", 2*time.Second)
+		if err != nil || resp.Status != StatusServerThreadpoolExhausted {
+			t.Fatalf("declined call %d: %+v %v, want status 100", i, resp, err)
+		}
+	}
+	close(h.release)
+	if r := <-blocked; r == nil || r.Status != StatusOK {
+		t.Fatalf("blocked call: %+v", r)
 	}
 }
