@@ -738,9 +738,13 @@ func reply(conn *Conn, resp *Response) {
 // serve runs on a pool worker.
 func (s *ExchangeServer) serve(t task) {
 	defer s.wg.Done()
-	defer s.busy.Add(-1) // reserved by dispatch
 	conn, req := t.conn, t.req
 	resp := s.reply(conn, req)
+	// The call is done: its thread (reserved by dispatch) is free before
+	// the answer goes out, so that a caller sending its next call as soon
+	// as it has this answer does not find the thread still taken and get
+	// status 100 from a pool with room.
+	s.busy.Add(-1)
 	if req.TwoWay {
 		// No longer coming: when nothing else is, the answer is written
 		// at once by this goroutine rather than batched.
