@@ -13,6 +13,11 @@ import (
 // on loopback, the provider's dispatch and filters, and back. allocs/op
 // counts both sides.
 func BenchmarkEchoRoundTrip(b *testing.B) {
+	b.Run("1KiB", func(b *testing.B) { benchEcho(b, 1024) })
+	b.Run("16KiB", func(b *testing.B) { benchEcho(b, 16<<10) })
+}
+
+func benchEcho(b *testing.B, size int) {
 	t := &testing.T{}
 	e := start(t, "")
 	defer func() {
@@ -20,7 +25,7 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 		e.provider.Destroy()
 	}()
 	iv := e.refer(t, "")
-	payload := strings.Repeat("x", 1024)
+	payload := strings.Repeat("x", size)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -28,7 +33,7 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 		inv := kernel.NewInvocation("echo", payload)
 		inv.ParamTypes = "Ljava/lang/String;"
 		res, err := iv.Invoke(ctx, inv)
-		if err != nil || len(res.Value.(string)) != 1024 {
+		if err != nil || len(res.Value.(string)) != size {
 			b.Fatal(err)
 		}
 	}

@@ -566,21 +566,23 @@ func appendChars(dst, data []byte, p, units int) ([]byte, int) {
 }
 
 // skipString checks the string at p and returns its end, the length of its
-// text, and whether the text is its only chunk's bytes unchanged.
-func skipString(data []byte, p int) (end, outLen int, plain bool, err error) {
-	plain = true
+// text, whether the text is its only chunk's bytes unchanged, and whether
+// every chunk is ASCII (so that its bytes, as many as its units, are its
+// text).
+func skipString(data []byte, p int) (end, outLen int, plain, ascii bool, err error) {
+	plain, units := true, 0
 	for chunks := 0; ; chunks++ {
-		units, hdr, final, err := stringHeader(data, p)
+		n, hdr, final, err := stringHeader(data, p)
 		if err != nil {
-			return 0, 0, false, err
+			return 0, 0, false, false, err
 		}
-		e, n, pl, err := scanChars(data, p+hdr, units)
+		e, k, pl, err := scanChars(data, p+hdr, n)
 		if err != nil {
-			return 0, 0, false, err
+			return 0, 0, false, false, err
 		}
-		p, outLen, plain = e, outLen+n, plain && pl && (chunks == 0 && final)
+		p, outLen, units, plain = e, outLen+k, units+n, plain && pl && (chunks == 0 && final)
 		if final {
-			return p, outLen, plain, nil
+			return p, outLen, plain, outLen == units, nil
 		}
 	}
 }
@@ -589,7 +591,7 @@ func skipString(data []byte, p int) (end, outLen int, plain bool, err error) {
 // string and the interned ones.
 func (d *Decoder) str() (string, error) {
 	start := d.pos
-	end, outLen, plain, err := skipString(d.data, start)
+	end, outLen, plain, ascii, err := skipString(d.data, start)
 	if err != nil {
 		return "", err
 	}
@@ -615,6 +617,16 @@ func (d *Decoder) str() (string, error) {
 	var buf []byte
 	for p := start; ; {
 		units, hdr, final, _ := stringHeader(d.data, p)
+		if ascii {
+			// The common long string: chunks of ASCII, checked and
+			// measured by skipString already, copied as they are.
+			sb.Write(d.data[p+hdr : p+hdr+units])
+			p += hdr + units
+			if final {
+				break
+			}
+			continue
+		}
 		// A chunk of plain text (no surrogate pair to re-encode, the
 		// common case of a long string split into chunks) is copied as
 		// it is; skipString has checked every chunk already.

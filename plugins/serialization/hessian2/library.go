@@ -217,7 +217,7 @@ func (w *walker) value(depth int) (string, error) {
 }
 
 func (w *walker) skipStr() error {
-	end, n, _, err := skipString(w.data, w.pos)
+	end, n, _, _, err := skipString(w.data, w.pos)
 	w.pos = end
 	if err != nil {
 		return err
