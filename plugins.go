@@ -25,6 +25,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/injvm"
+	"github.com/weftrpc/weft/plugins/protocol/triple"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
@@ -105,6 +106,16 @@ func builtins() fx.Option {
 				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
 			}
 			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.NewTLS(log, t), nil }}, nil
+		}),
+		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config) (Extension[extension.Protocol], error) {
+			if cfg.TLS.transport().IsZero() {
+				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.New(log), nil }}, nil
+			}
+			t, err := netty.NewTLS(cfg.TLS.transport(), log)
+			if err != nil {
+				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
+			}
+			return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.NewTLS(log, t), nil }}, nil
 		}),
 
 		Plugin[extension.Filter](func() Extension[extension.Filter] {

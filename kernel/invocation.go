@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/weftrpc/weft/kernel/view"
 )
@@ -23,6 +24,13 @@ type Invocation struct {
 
 	attachments map[string]any
 	attributes  map[string]any
+}
+
+// Decodable is an argument that a protocol decodes only once the method's
+// parameter type is known (Triple's protobuf messages, whose bytes do not
+// say their type): the service invoker asks it for a value of that type.
+type Decodable interface {
+	DecodeAs(t reflect.Type) (reflect.Value, error)
 }
 
 // NewInvocation builds an invocation of method with args.

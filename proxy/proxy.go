@@ -347,6 +347,9 @@ func convert(v any, t reflect.Type) (reflect.Value, error) {
 	if v == nil {
 		return reflect.Zero(t), nil
 	}
+	if d, ok := v.(kernel.Decodable); ok {
+		return d.DecodeAs(t)
+	}
 	return converter{view.NewBudget(convertLimits)}.value(reflect.ValueOf(v), t, 0)
 }
 

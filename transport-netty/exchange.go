@@ -517,17 +517,30 @@ type RequestHandler interface {
 type ServerOptions struct {
 	Heartbeat time.Duration // idle close at 3x; 0: DefaultHeartbeat; < 0: never
 	Threads   int           // concurrent requests; 0: DefaultThreads
+	// Framing, when set, stands between the transport and the exchange
+	// server: it receives each connection's messages and hands the server
+	// the Requests it makes of them (Dispatch), as a protocol whose
+	// connections carry state of their own does (HTTP/2 for Triple).
+	Framing func(es *ExchangeServer) extension.ChannelHandler
+}
+
+// UnservedHandler is a RequestHandler told of each two-way request the
+// server answered itself, without calling Reply (every thread busy,
+// shutting down), so that it can release what it holds for the request.
+type UnservedHandler interface {
+	Unserved(ch *Conn, req *Request)
 }
 
 // ExchangeServer serves requests: heartbeats on the read loop, calls on a
 // bounded set of goroutines (Dubbo's "all" dispatcher on a fixed pool of
 // `threads`); when all are busy it answers status 100 at once.
 type ExchangeServer struct {
-	srv     *Server
-	handler RequestHandler
-	log     *slog.Logger
-	opt     ServerOptions
-	busy    atomic.Int64
+	srv      *Server
+	handler  RequestHandler
+	unserved UnservedHandler // nil unless handler is one
+	log      *slog.Logger
+	opt      ServerOptions
+	busy     atomic.Int64
 	// rejected counts calls answered with status 100 (pool full), for the
 	// metrics' dubbo_thread_pool_reject_thread_count.
 	rejected atomic.Int64
@@ -551,7 +564,12 @@ func Bind(t *Transporter, url *kernel.URL, codec extension.Codec, h RequestHandl
 	}
 	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{})}
 	es.pool = newWorkerPool(opt.Threads, time.Minute, es.serve)
-	srv, err := t.Bind(url, codec, es)
+	var ch extension.ChannelHandler = es
+	if opt.Framing != nil {
+		ch = opt.Framing(es)
+	}
+	es.unserved, _ = h.(UnservedHandler)
+	srv, err := t.Bind(url, codec, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -632,6 +650,14 @@ func (s *ExchangeServer) Inline(c *Conn, msg any) bool {
 	return s.dispatch(c, msg, true)
 }
 
+// Dispatch serves req as Received does, for a Framing handler: on the
+// calling goroutine when inline is set and a thread is free (it reports
+// false when none is, and the caller dispatches again without inline), or
+// on the pool.
+func (s *ExchangeServer) Dispatch(c *Conn, req *Request, inline bool) bool {
+	return s.dispatch(c, req, inline)
+}
+
 // dispatch answers heartbeats and broken requests at once and serves a call
 // on the calling goroutine (inline) or on the pool. It reports whether it
 // handled msg; only an inline offer can be declined (the pool is full: the
@@ -659,6 +685,7 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		if req.TwoWay {
 			reply(conn, &Response{ID: req.ID, Status: StatusServerError,
 				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())})
+			s.unservedReq(conn, req)
 		}
 		return true
 	}
@@ -673,6 +700,7 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		if req.TwoWay {
 			reply(conn, &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
 				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
+			s.unservedReq(conn, req)
 		}
 		return true
 	}
@@ -692,6 +720,12 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		go s.serve(task{conn, req})
 	}
 	return true
+}
+
+func (s *ExchangeServer) unservedReq(c *Conn, req *Request) {
+	if s.unserved != nil {
+		s.unserved.Unserved(c, req)
+	}
 }
 
 // reserve takes one of the `threads`, false when all serve calls.

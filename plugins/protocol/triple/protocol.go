@@ -1,0 +1,480 @@
+// Package triple is Dubbo 3's Triple protocol: gRPC over HTTP/2, so that a
+// weft provider answers grpc-go clients, grpcurl and Dubbo 3 consumers with
+// the same services, clusters and filters as over the dubbo protocol.
+//
+// HTTP/2 runs on weft's own transport (transport-netty) rather than on
+// net/http: a connection's frames are split by a stateless codec and run
+// through the connection's HTTP/2 state on its read loop (framing), which
+// hands each complete unary call to the exchange server that also serves
+// the dubbo protocol, with its `threads` bound, inline serving and write
+// batching. Measured on a 2-core machine with grpc-go's own load generator
+// (1 KiB unary echo, one connection), net/http's HTTP/2 server gave 0.45 to
+// 0.75 times grpc-go's calls per second: a goroutine and several buffers
+// per stream, and writes that the transport here batches.
+//
+// Answers are encoded without HPACK's dynamic table (see
+// appendHeaderField): every goroutine encodes its own response, in
+// parallel, with nothing shared.
+package triple
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// Name is the protocol's extension name, as in Dubbo (tri://).
+const Name = "tri"
+
+// DefaultPort is Dubbo 3's default Triple port.
+const DefaultPort = 50051
+
+// DefaultPayload is the largest request message, as Dubbo's payload.
+const DefaultPayload = 8 << 20
+
+// Triple's own headers, as Dubbo 3 sends them.
+const (
+	headerServiceVersion = "tri-service-version"
+	headerServiceGroup   = "tri-service-group"
+	headerExceptionCode  = "tri-exception-code"
+	headerConsumerApp    = "tri-consumer-appname"
+)
+
+// Protocol exports services on Triple servers.
+type Protocol struct {
+	t   *netty.Transporter
+	log *slog.Logger
+
+	mu      sync.Mutex
+	servers map[string]*server
+}
+
+// New returns the protocol, logging to log.
+func New(log *slog.Logger) *Protocol {
+	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}}
+}
+
+// NewTLS returns the protocol speaking TLS with t's material.
+func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
+	p := New(log)
+	p.t = netty.NewTLSTransporter(log, t)
+	return p
+}
+
+var _ extension.Protocol = (*Protocol)(nil)
+
+type server struct {
+	es        *netty.ExchangeServer
+	exporters atomic.Pointer[map[string]*exporter]
+	mu        sync.Mutex
+}
+
+func (s *server) lookup(key string) *exporter { return (*s.exporters.Load())[key] }
+
+func (s *server) keys() []string {
+	m := *s.exporters.Load()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+type exporter struct {
+	s       *server
+	key     string
+	invoker kernel.Invoker
+	once    sync.Once
+	p       *Protocol
+	addr    string
+}
+
+func (e *exporter) Invoker() kernel.Invoker { return e.invoker }
+
+// BoundAddr is the address the exporter's server listens on.
+func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
+
+func (e *exporter) Unexport() {
+	e.once.Do(func() {
+		e.s.mu.Lock()
+		old := *e.s.exporters.Load()
+		m := make(map[string]*exporter, len(old))
+		for k, v := range old {
+			if v != e {
+				m[k] = v
+			}
+		}
+		e.s.exporters.Store(&m)
+		empty := len(m) == 0
+		e.s.mu.Unlock()
+		if empty {
+			e.p.mu.Lock()
+			if e.p.servers[e.addr] == e.s {
+				delete(e.p.servers, e.addr)
+			}
+			e.p.mu.Unlock()
+			e.s.es.Close(5 * time.Second)
+		}
+	})
+}
+
+// Export serves invoker on its URL's host:port, one server per address.
+func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.Exporter, error) {
+	u := invoker.URL()
+	addr := u.Address()
+	if u.Port == 0 {
+		addr = u.Host + ":0"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[addr]
+	if s == nil {
+		s = &server{}
+		empty := map[string]*exporter{}
+		s.exporters.Store(&empty)
+		payload := int(u.ParamInt(kernel.KeyPayload, DefaultPayload))
+		if payload <= 0 {
+			payload = DefaultPayload
+		}
+		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), &codec{maxFrame: defaultMaxFrame},
+			&handler{s: s, log: p.log},
+			netty.ServerOptions{
+				Heartbeat: -1, // HTTP/2 has PING; an idle client is no fault
+				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
+				Framing: func(es *netty.ExchangeServer) extension.ChannelHandler {
+					return &framing{es: es, payload: payload}
+				},
+			})
+		if err != nil {
+			return nil, err
+		}
+		s.es = es
+		if u.Port == 0 {
+			addr = es.Addr()
+		}
+		p.servers[addr] = s
+	}
+	key := u.ServiceKey()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.exporters.Load()
+	if _, dup := old[key]; dup {
+		return nil, kernel.Errorf(kernel.CodeUnknown, "service %s is already exported on %s", key, addr)
+	}
+	m := make(map[string]*exporter, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
+	m[key] = e
+	s.exporters.Store(&m)
+	return e, nil
+}
+
+// Refer is not there yet: this version of Triple serves, it does not call.
+func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, error) {
+	return nil, kernel.Errorf(kernel.CodeUnknown, "triple: calling Triple providers is not supported yet (%s); refer it over dubbo, or export it on both", view.Cut(url.String(), 200))
+}
+
+// Destroy closes every server.
+func (p *Protocol) Destroy() {
+	p.mu.Lock()
+	servers := p.servers
+	p.servers = map[string]*server{}
+	p.mu.Unlock()
+	for _, s := range servers {
+		s.es.Close(5 * time.Second)
+	}
+}
+
+// call is a complete unary request.
+type call struct {
+	st          *stream
+	service     string
+	method      string
+	contentType string
+	timeout     time.Duration
+	gzip        bool
+	msg         []byte
+}
+
+// handler serves calls on the exchange server's goroutines.
+type handler struct {
+	s   *server
+	log *slog.Logger
+}
+
+// Unserved forgets a stream the exchange server answered itself.
+func (h *handler) Unserved(_ *netty.Conn, req *netty.Request) {
+	if c, ok := req.Data.(*call); ok {
+		c.st.sc.done(c.st)
+	}
+}
+
+// Reply serves a call and returns its whole response as frames.
+func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
+	c := req.Data.(*call)
+	st, sc := c.st, c.st.sc
+	defer sc.done(st)
+	hdr := st.headers
+	key := kernel.ServiceKey(c.service, header(hdr, headerServiceGroup), header(hdr, headerServiceVersion))
+	e := h.s.lookup(key)
+	if e == nil {
+		if len(*h.s.exporters.Load()) == 0 {
+			return trailersOnly(st.id, statusUnavailable, kernel.CodeShuttingDown,
+				fmt.Sprintf("server %s is shutting down; retry on another provider", h.s.es.Addr()))
+		}
+		return trailersOnly(st.id, statusUnimplemented, kernel.CodeServiceNotFound,
+			fmt.Sprintf("unknown service %s (exported here: %s); check the service name, tri-service-group and tri-service-version",
+				view.Cut(key, 200), strings.Join(h.s.keys(), ", ")))
+	}
+	msg := c.msg
+	if c.gzip {
+		var err error
+		if msg, err = gunzip(msg, sc.f.payload); err != nil {
+			return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request message: "+err.Error())
+		}
+	}
+	inv := &kernel.Invocation{Method: c.method, Args: []any{&protoArg{data: msg}}, RemoteAddr: conn.RemoteAddrString()}
+	inv.SetAttachments(attachmentsOf(hdr))
+	budget := c.timeout
+	if own := e.invoker.URL().MethodTimeout(c.method, 0); own > 0 && (budget <= 0 || own < budget) {
+		budget = own
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	sc.mu.Lock()
+	st.ctx, st.cancelFn = parent, cancel
+	reset := st.reset
+	sc.mu.Unlock()
+	defer cancel()
+	if reset {
+		return nil
+	}
+	var deadline time.Time
+	if budget > 0 {
+		deadline = time.Now().Add(budget)
+	}
+	var cc kernel.CallContext
+	ctx := cc.Start(parent, inv, deadline)
+	defer cc.Release()
+	res, err := e.invoker.Invoke(ctx, inv)
+	if err != nil {
+		code := kernel.CodeOf(err)
+		text := err.Error()
+		if code == kernel.CodeBiz {
+			if errors.Unwrap(err) != nil {
+				text = errors.Unwrap(err).Error()
+			}
+		}
+		if parent.Err() != nil {
+			return nil // the client reset the stream: nobody to answer
+		}
+		return trailersOnly(st.id, grpcStatusOf(code), code, text)
+	}
+	var out []byte
+	switch v := res.Value.(type) {
+	case proto.Message:
+		out, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(v)), v)
+	case nil:
+		out = make([]byte, 5)
+	default:
+		err = fmt.Errorf("%s.%s returned %T, not a protobuf message; Triple carries protobuf messages",
+			c.service, c.method, res.Value)
+	}
+	if err != nil {
+		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "result: "+err.Error())
+	}
+	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
+	return h.answer(ctx, st, c, out, res.Attachments)
+}
+
+// answer returns the response of st: HEADERS, the message as DATA as the
+// flow-control windows allow, and the trailers. What does not fit the
+// windows is sent from here as they open; the rest goes as the Response.
+func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, att map[string]any) *netty.Response {
+	sc := st.sc
+	var hb []byte
+	hb = appendHeaderField(hb, ":status", "200")
+	hb = appendHeaderField(hb, "content-type", c.contentType)
+	frames := appendHeaders(nil, st.id, hb, sc.maxFrameNow(), false)
+	for len(msg) > 0 {
+		n, maxFrame := sc.reserve(ctx, st, len(msg))
+		if n == 0 {
+			if sc.closed || st.reset {
+				return nil
+			}
+			// The deadline passed while the client's windows were shut.
+			return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK,
+				Data: rawFrames(appendRST(frames, st.id, errCancel))}
+		}
+		frames = appendData(frames, st.id, msg[:n], maxFrame, false)
+		msg = msg[n:]
+		if len(msg) > 0 {
+			sc.send(frames)
+			frames = nil
+		}
+	}
+	var tb []byte
+	tb = appendHeaderField(tb, "grpc-status", "0")
+	// Reply attachments travel in the trailers, as Dubbo 3 sends them.
+	tb = appendMetadata(tb, att)
+	frames = appendHeaders(frames, st.id, tb, sc.maxFrameNow(), true)
+	return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(frames)}
+}
+
+// trailersOnly is the response of a call that failed: one HEADERS frame
+// with :status 200 and the gRPC status.
+func trailersOnly(id uint32, grpcStatus int, code kernel.Code, msg string) *netty.Response {
+	return &netty.Response{ID: uint64(id), Status: netty.StatusOK,
+		Data: rawFrames(appendTrailersOnly(nil, id, 200, grpcStatus, msg, code))}
+}
+
+// appendTrailersOnly appends a trailers-only response (RFC: a HEADERS
+// frame with END_STREAM carrying :status, content-type and the status).
+func appendTrailersOnly(dst []byte, id uint32, httpStatus, grpcStatus int, msg string, code kernel.Code) []byte {
+	var hb []byte
+	hb = appendHeaderField(hb, ":status", strconv.Itoa(httpStatus))
+	hb = appendHeaderField(hb, "content-type", "application/grpc")
+	hb = appendHeaderField(hb, "grpc-status", strconv.Itoa(grpcStatus))
+	if msg != "" {
+		hb = appendHeaderField(hb, "grpc-message", encodeMessage(view.Cut(msg, netty.MaxErrorText)))
+	}
+	if grpcStatus != statusOK {
+		hb = appendHeaderField(hb, headerExceptionCode, strconv.Itoa(int(code)))
+	}
+	return appendHeaders(dst, id, hb, defaultMaxFrame, true)
+}
+
+// appendResponse encodes what the exchange server sends: a handler's
+// frames, or its own answers (every thread busy, shutting down) as
+// trailers-only responses.
+func appendResponse(dst []byte, r *netty.Response) ([]byte, error) {
+	if a, ok := r.Data.(appender); ok {
+		return a.appendFrames(dst)
+	}
+	grpcStatus, code := statusUnknown, kernel.CodeUnknown
+	switch r.Status {
+	case netty.StatusServerThreadpoolExhausted:
+		grpcStatus, code = statusResourceExhausted, kernel.CodeLimitExceeded
+	case netty.StatusServerError:
+		grpcStatus, code = statusUnavailable, kernel.CodeShuttingDown
+	case netty.StatusBadRequest, netty.StatusBadResponse:
+		grpcStatus, code = statusInternal, kernel.CodeSerialization
+	case netty.StatusServerTimeout:
+		grpcStatus, code = statusDeadlineExceeded, kernel.CodeTimeout
+	}
+	return appendTrailersOnly(dst, uint32(r.ID), 200, grpcStatus, r.ErrMsg, code), nil
+}
+
+// appendMetadata appends attachments as response headers: strings as they
+// are, bytes as -bin (base64), other values as their text.
+func appendMetadata(hb []byte, att map[string]any) []byte {
+	for k, v := range att {
+		k = strings.ToLower(k)
+		if reservedHeader(k) || !validHeaderName(k) {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			if validHeaderValue(x) {
+				hb = appendHeaderField(hb, k, x)
+			}
+		case []byte:
+			if !strings.HasSuffix(k, "-bin") {
+				k += "-bin"
+			}
+			hb = appendHeaderField(hb, k, base64Raw(x))
+		default:
+			if s := view.Text(x); validHeaderValue(s) {
+				hb = appendHeaderField(hb, k, s)
+			}
+		}
+	}
+	return hb
+}
+
+// attachmentsOf turns request metadata into attachments: -bin values
+// decoded to bytes, the rest as strings; Triple's own headers under the
+// attachment keys Dubbo gives them.
+func attachmentsOf(h []hpackField) map[string]any {
+	var att map[string]any
+	for _, f := range h {
+		if reservedHeader(f.Name) {
+			continue
+		}
+		if att == nil {
+			att = make(map[string]any, len(h))
+		}
+		switch {
+		case f.Name == headerServiceGroup:
+			att[kernel.KeyGroup] = f.Value
+		case f.Name == headerServiceVersion:
+			att[kernel.KeyVersion] = f.Value
+		case f.Name == headerConsumerApp:
+			att["remote.application"] = f.Value
+		case strings.HasSuffix(f.Name, "-bin"):
+			if b, err := decodeBinaryHeader(f.Value); err == nil {
+				att[f.Name] = b
+			}
+		default:
+			att[f.Name] = f.Value
+		}
+	}
+	return att
+}
+
+// protoArg is a request message not decoded yet: its type is the method's
+// parameter type, which only the service knows (kernel.Decodable).
+type protoArg struct{ data []byte }
+
+// DecodeAs decodes the message into a new value of t, a protobuf message
+// type.
+func (a *protoArg) DecodeAs(t reflect.Type) (reflect.Value, error) {
+	if t.Kind() == reflect.Pointer {
+		if m, ok := reflect.New(t.Elem()).Interface().(proto.Message); ok {
+			if err := proto.Unmarshal(a.data, m); err != nil {
+				return reflect.Value{}, fmt.Errorf("protobuf %s: %w", t.Elem(), err)
+			}
+			return reflect.ValueOf(m), nil
+		}
+	}
+	return reflect.Value{}, fmt.Errorf("the method takes %s, not a protobuf message: over Triple a method takes one protobuf message", t)
+}
+
+// Bytes are the message's encoding.
+func (a *protoArg) Bytes() []byte { return a.data }
+
+func gunzip(b []byte, limit int) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	if len(out) > limit {
+		return nil, fmt.Errorf("decompressed message over the payload limit of %d bytes", limit)
+	}
+	return out, nil
+}

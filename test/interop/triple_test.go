@@ -1,0 +1,183 @@
+package interop_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// testService is grpc.testing.TestService's unary part as a weft service:
+// plain Go methods taking and returning the protobuf messages grpc-go's
+// interop suite generates.
+type testService struct {
+	slept chan error // what a sleeping call's context said when it ended
+}
+
+func (s *testService) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
+	return &testpb.Empty{}, nil
+}
+
+func (s *testService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if st := in.GetResponseStatus(); st != nil && st.GetCode() != 0 {
+		// The interop suite's status_code_and_message: a business error
+		// carries its text; its code is UNKNOWN (2), which is what the
+		// suite sends.
+		return nil, errors.New(st.GetMessage())
+	}
+	if inv, ok := kernel.InvocationFrom(ctx); ok {
+		if v, ok := inv.Attachment("x-grpc-test-echo-trailing-bin"); ok {
+			kernel.SetReplyAttachment(ctx, "x-grpc-test-echo-trailing-bin", v)
+		}
+		if v := inv.AttachmentString("x-user"); v != "" {
+			kernel.SetReplyAttachment(ctx, "x-user-seen", v)
+		}
+	}
+	if in.GetFillUsername() {
+		return &testpb.SimpleResponse{Username: "weft"}, nil
+	}
+	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, in.GetResponseSize())}}, nil
+}
+
+// Sleep is not in TestService: it waits for its deadline, to show that the
+// client's grpc-timeout reaches the provider.
+func (s *testService) Sleep(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
+	select {
+	case <-ctx.Done():
+		s.slept <- ctx.Err()
+		return nil, ctx.Err()
+	case <-time.After(10 * time.Second):
+		s.slept <- nil
+		return &testpb.Empty{}, nil
+	}
+}
+
+func startTriple(t *testing.T) (*testService, *grpc.ClientConn) {
+	t.Helper()
+	addr, port := freeAddr(t)
+	svc := &testService{slept: make(chan error, 1)}
+	startWeft(t,
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {tri: {port: %d}}
+provider:
+  services:
+    test: {interface: grpc.testing.TestService, protocol: tri}
+`, port))),
+		weft.WithService("test", svc))
+	cc, err := grpc.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return svc, cc
+}
+
+// TestGRPCGoClientUnary runs the unary cases of grpc-go's interop suite
+// (interop/test_utils.go) with grpc-go's own client against a weft Triple
+// provider.
+func TestGRPCGoClientUnary(t *testing.T) {
+	_, cc := startTriple(t)
+	tc := testpb.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("empty_unary", func(t *testing.T) {
+		if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("large_unary", func(t *testing.T) {
+		// The suite's sizes: a 271828-byte request, a 314159-byte answer
+		// (over HTTP/2's 64 KiB initial windows and 16 KiB frames).
+		req := &testpb.SimpleRequest{ResponseType: testpb.PayloadType_COMPRESSABLE, ResponseSize: 314159,
+			Payload: &testpb.Payload{Body: make([]byte, 271828)}}
+		res, err := tc.UnaryCall(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(res.GetPayload().GetBody()); n != 314159 {
+			t.Fatalf("payload of %d bytes, want 314159", n)
+		}
+	})
+	t.Run("status_code_and_message", func(t *testing.T) {
+		const msg = "test status message"
+		_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: 2, Message: msg}})
+		if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != msg {
+			t.Fatalf("got %v, want code Unknown and %q", err, msg)
+		}
+	})
+	t.Run("special_status_message", func(t *testing.T) {
+		const msg = "\t\ntest with whitespace\r\nand Unicode BMP ☺ and non-BMP 😈\t\n"
+		_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: 2, Message: msg}})
+		if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != msg {
+			t.Fatalf("got %v, want code Unknown and %q", err, msg)
+		}
+	})
+	t.Run("custom_metadata", func(t *testing.T) {
+		trailing := []byte{0xab, 0xab, 0xab}
+		mctx := metadata.AppendToOutgoingContext(ctx, "x-user", "ann", "x-grpc-test-echo-trailing-bin", string(trailing))
+		var tr metadata.MD
+		if _, err := tc.UnaryCall(mctx, &testpb.SimpleRequest{ResponseSize: 1}, grpc.Trailer(&tr)); err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.Get("x-grpc-test-echo-trailing-bin"); len(got) != 1 || got[0] != string(trailing) {
+			t.Fatalf("trailing metadata %v, want the binary value echoed", tr)
+		}
+		if got := tr.Get("x-user-seen"); len(got) != 1 || got[0] != "ann" {
+			t.Fatalf("trailing metadata %v, want x-user-seen: ann", tr)
+		}
+	})
+	t.Run("unimplemented_method", func(t *testing.T) {
+		err := cc.Invoke(ctx, "/grpc.testing.TestService/UnimplementedCall", &testpb.Empty{}, &testpb.Empty{})
+		if st, _ := status.FromError(err); st.Code() != codes.Unimplemented {
+			t.Fatalf("got %v, want Unimplemented", err)
+		}
+	})
+	t.Run("unimplemented_service", func(t *testing.T) {
+		err := cc.Invoke(ctx, "/grpc.testing.UnimplementedService/UnimplementedCall", &testpb.Empty{}, &testpb.Empty{})
+		if st, _ := status.FromError(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "grpc.testing.TestService") {
+			t.Fatalf("got %v, want Unimplemented naming the services there are", err)
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		concurrent(t, func(i int) error {
+			res, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: int32(i * 100)})
+			if err == nil && len(res.GetPayload().GetBody()) != i*100 {
+				err = fmt.Errorf("call %d: %d bytes", i, len(res.GetPayload().GetBody()))
+			}
+			return err
+		})
+	})
+}
+
+// TestGRPCGoDeadlineReachesTripleProvider: the client's deadline goes as
+// grpc-timeout and ends the provider's context, not only the client's wait.
+func TestGRPCGoDeadlineReachesTripleProvider(t *testing.T) {
+	svc, cc := startTriple(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := cc.Invoke(ctx, "/grpc.testing.TestService/Sleep", &testpb.Empty{}, &testpb.Empty{})
+	if st, _ := status.FromError(err); st.Code() != codes.DeadlineExceeded {
+		t.Fatalf("got %v, want DeadlineExceeded", err)
+	}
+	select {
+	case err := <-svc.slept:
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("provider's context ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the provider's call did not end with the client's deadline")
+	}
+}
