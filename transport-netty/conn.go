@@ -92,7 +92,8 @@ type Conn struct {
 	remote string
 
 	// The read loop may serve a call itself (see Inliner and reader).
-	inliner Inliner
+	inliner  Inliner
+	preparer Preparer
 }
 
 // reader is one read loop's state for serving calls inline: while it
@@ -120,6 +121,16 @@ type reader struct {
 // inlineBudget another goroutine takes over reading.
 type Inliner interface {
 	Inline(c *Conn, msg any) bool
+}
+
+// Preparer is an Inliner whose messages are frames of a protocol with state
+// of its own per connection (HTTP/2's streams and header table): the read
+// loop gives it the last message first, to run through that state where no
+// takeover can happen, and offers inline what Prepare returns (a call it
+// completed), or nothing when it returns nil. A takeover may then only
+// happen inside the call, when the state is not being touched.
+type Preparer interface {
+	Prepare(c *Conn, msg any) any
 }
 
 // inlineBudget is how long a call served on the read loop may hold it
@@ -479,6 +490,11 @@ func (c *Conn) readLoop(buf []byte) {
 			start += used
 			if start == end && discard == 0 && c.inliner != nil && err == nil {
 				// Nothing buffered behind it: the call may run here.
+				if c.preparer != nil {
+					if msg = c.preparer.Prepare(c, msg); msg == nil {
+						continue
+					}
+				}
 				served, lost := rd.inline(buf, msg)
 				if lost {
 					// The new read loop owns buf and the connection; a

@@ -180,6 +180,7 @@ func (s *Server) accept() {
 func (s *Server) serve(nc net.Conn) bool {
 	c := newConn(nc, s.codec, &serverHandler{s: s, inner: s.handler}, s.log)
 	c.inliner, _ = s.handler.(Inliner) // the exchange server serves inline
+	c.preparer, _ = s.handler.(Preparer)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -289,6 +289,11 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		if parent.Err() != nil {
 			return nil // the client reset the stream: nobody to answer
 		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && code != kernel.CodeTimeout {
+			// The call's deadline ended it, whatever the method made of
+			// that: the client is told so, as gRPC servers do.
+			code, text = kernel.CodeTimeout, fmt.Sprintf("%s.%s passed its deadline of %v: %s", c.service, c.method, budget, text)
+		}
 		return trailersOnly(st.id, grpcStatusOf(code), code, text)
 	}
 	var out []byte

@@ -38,19 +38,23 @@ func (f *framing) state(ch extension.Channel) *serverConn {
 // connection's receive window beyond HTTP/2's 64 KiB.
 func (f *framing) Connected(ch extension.Channel) {
 	c := ch.(*netty.Conn)
-	sc := &serverConn{f: f, conn: c, streams: map[uint32]*stream{}, inflight: map[uint32]*stream{},
+	c.SetAttr(connKey{}, newServerConn(f, c))
+}
+
+func newServerConn(f *framing, w wire) *serverConn {
+	sc := &serverConn{f: f, conn: w, streams: map[uint32]*stream{}, inflight: map[uint32]*stream{},
 		peerWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame, sendWindow: defaultInitialWindow}
 	sc.cond = sync.NewCond(&sc.mu)
 	sc.dec = hpack.NewDecoder(4096, sc.field)
 	sc.dec.SetMaxStringLength(maxHeaderListSize)
-	c.SetAttr(connKey{}, sc)
 	b := appendSettings(nil,
 		settingMaxConcurrentStreams, maxStreams,
 		settingInitialWindowSize, recvWindow,
 		settingMaxFrameSize, defaultMaxFrame,
 		settingMaxHeaderListSize, maxHeaderListSize)
 	b = appendWindowUpdate(b, 0, connRecvWindow-defaultInitialWindow)
-	c.Send(rawFrames(b))
+	w.Send(rawFrames(b))
+	return sc
 }
 
 // Disconnected ends the connection's calls: their answers have nowhere to go.
@@ -69,21 +73,38 @@ func (f *framing) Disconnected(ch extension.Channel) {
 
 func (f *framing) Caught(ch extension.Channel, err error) { f.es.Caught(ch, err) }
 
-// Received runs a frame through the connection's state.
+// Received runs a frame through the connection's state and hands a call it
+// completes to the exchange server's pool; a call offered inline and
+// declined (every thread busy) comes back here too.
 func (f *framing) Received(ch extension.Channel, msg any) {
+	c := ch.(*netty.Conn)
+	if req, ok := msg.(*netty.Request); ok {
+		f.es.Dispatch(c, req, false)
+		return
+	}
 	if sc := f.state(ch); sc != nil {
-		sc.received(msg, false)
+		if req := sc.received(msg); req != nil {
+			f.es.Dispatch(c, req, false)
+		}
 	}
 }
 
-// Inline is Received for the last frame the read loop has: a call it
-// completes may be served right here (netty.Inliner). The frame is always
-// consumed.
-func (f *framing) Inline(c *netty.Conn, msg any) bool {
+// Prepare runs the read loop's last frame through the connection's state
+// and returns the call it completes, for the read loop to offer inline
+// (netty.Preparer): the state is never touched during a takeover.
+func (f *framing) Prepare(c *netty.Conn, msg any) any {
 	if sc := f.state(c); sc != nil {
-		sc.received(msg, true)
+		if req := sc.received(msg); req != nil {
+			return req
+		}
 	}
-	return true
+	return nil
+}
+
+// Inline serves a call Prepare returned on the read loop when a thread is
+// free (netty.Inliner).
+func (f *framing) Inline(c *netty.Conn, msg any) bool {
+	return f.es.Dispatch(c, msg.(*netty.Request), true)
 }
 
 // maxStreams is our SETTINGS_MAX_CONCURRENT_STREAMS: the calls one
@@ -96,11 +117,18 @@ const maxStreams = 1000
 // yet complete.
 const maxBuffered = 64 << 20
 
+// wire is what the state needs of its connection (a *netty.Conn; the fuzz
+// target's recorder).
+type wire interface {
+	Send(msg any) error
+	CloseGracefully(wait time.Duration)
+}
+
 // serverConn is one connection's HTTP/2 state. The read loop owns the
 // fields above mu; the goroutines answering calls share those below it.
 type serverConn struct {
 	f    *framing
-	conn *netty.Conn
+	conn wire
 	dec  *hpack.Decoder
 
 	gotPreface, gotSettings bool
@@ -117,6 +145,7 @@ type serverConn struct {
 	fields      []hpack.HeaderField
 	fieldsSize  int
 	fieldsOver  bool
+	ready       *netty.Request // the call the frame being run completed
 
 	mu           sync.Mutex
 	cond         *sync.Cond
@@ -175,18 +204,19 @@ func (sc *serverConn) fail(code uint32, format string, args ...any) {
 // stream.
 func (sc *serverConn) resetStream(id, code uint32) {
 	if st := sc.streams[id]; st != nil {
-		sc.buffered -= len(st.data)
-		delete(sc.streams, id)
+		sc.forget(st)
 	}
 	sc.send(appendRST(nil, id, code))
 }
 
-func (sc *serverConn) received(msg any, inline bool) {
+// received runs msg through the state and returns the call it completed,
+// if any.
+func (sc *serverConn) received(msg any) *netty.Request {
 	switch m := msg.(type) {
 	case preface:
 		if sc.gotPreface {
 			sc.fail(errProtocol, "a second connection preface")
-			return
+			return nil
 		}
 		sc.gotPreface = true
 	case *connError:
@@ -194,20 +224,24 @@ func (sc *serverConn) received(msg any, inline bool) {
 	case *frame:
 		if sc.goneAway {
 			framePool.Put(m)
-			return
+			return nil
 		}
 		if !sc.gotPreface {
 			framePool.Put(m)
 			sc.fail(errProtocol, "a frame before the connection preface")
-			return
+			return nil
 		}
-		sc.frame(m, inline)
+		sc.frame(m)
 		m.payload = nil
 		framePool.Put(m)
+		req := sc.ready
+		sc.ready = nil
+		return req
 	}
+	return nil
 }
 
-func (sc *serverConn) frame(f *frame, inline bool) {
+func (sc *serverConn) frame(f *frame) {
 	if !sc.gotSettings && (f.typ != frameSettings || f.flags&flagAck != 0) {
 		sc.fail(errProtocol, "the connection must start with SETTINGS")
 		return
@@ -220,15 +254,15 @@ func (sc *serverConn) frame(f *frame, inline bool) {
 	case frameSettings:
 		sc.settings(f)
 	case frameHeaders:
-		sc.headers(f, inline)
+		sc.headers(f)
 	case frameContinuation:
 		if sc.blockStream == 0 {
 			sc.fail(errProtocol, "CONTINUATION without HEADERS")
 			return
 		}
-		sc.continuation(f, inline)
+		sc.continuation(f)
 	case frameData:
-		sc.dataFrame(f, inline)
+		sc.dataFrame(f)
 	case frameWindowUpdate:
 		sc.windowUpdate(f)
 	case framePing:
@@ -254,8 +288,7 @@ func (sc *serverConn) frame(f *frame, inline bool) {
 			return
 		}
 		if st := sc.streams[f.stream]; st != nil {
-			sc.buffered -= len(st.data)
-			delete(sc.streams, f.stream)
+			sc.forget(st)
 		}
 		sc.mu.Lock()
 		if st := sc.inflight[f.stream]; st != nil {
@@ -388,7 +421,7 @@ func payloadOf(f *frame) ([]byte, bool) {
 	return p[:len(p)-pad], true
 }
 
-func (sc *serverConn) headers(f *frame, inline bool) {
+func (sc *serverConn) headers(f *frame) {
 	if f.stream == 0 || f.stream%2 == 0 {
 		sc.fail(errProtocol, "HEADERS on stream %d (a client opens odd streams)", f.stream)
 		return
@@ -409,22 +442,22 @@ func (sc *serverConn) headers(f *frame, inline bool) {
 	sc.blockStream = f.stream
 	sc.blockEnd = f.flags&flagEndStream != 0
 	if f.flags&flagEndHeaders != 0 {
-		sc.endBlock(inline)
+		sc.endBlock()
 	}
 }
 
-func (sc *serverConn) continuation(f *frame, inline bool) {
+func (sc *serverConn) continuation(f *frame) {
 	if len(sc.block)+len(f.payload) > maxHeaderBlock {
 		sc.fail(errEnhanceYourCalm, "a header block over %d bytes", maxHeaderBlock)
 		return
 	}
 	sc.block = append(sc.block, f.payload...)
 	if f.flags&flagEndHeaders != 0 {
-		sc.endBlock(inline)
+		sc.endBlock()
 	}
 }
 
-func (sc *serverConn) endBlock(inline bool) {
+func (sc *serverConn) endBlock() {
 	id := sc.blockStream
 	sc.blockStream = 0
 	sc.fields, sc.fieldsSize, sc.fieldsOver = sc.fields[:0], 0, false
@@ -461,7 +494,7 @@ func (sc *serverConn) endBlock(inline bool) {
 		sc.resetStream(id, errProtocol)
 		return
 	}
-	sc.complete(st, inline)
+	sc.complete(st)
 }
 
 func (sc *serverConn) inflightCount() int {
@@ -470,7 +503,7 @@ func (sc *serverConn) inflightCount() int {
 	return len(sc.inflight)
 }
 
-func (sc *serverConn) dataFrame(f *frame, inline bool) {
+func (sc *serverConn) dataFrame(f *frame) {
 	n := len(f.payload)
 	if sc.connUnacked += n; sc.connUnacked > connRecvWindow {
 		sc.fail(errFlowControl, "DATA beyond the connection's window")
@@ -513,7 +546,7 @@ func (sc *serverConn) dataFrame(f *frame, inline bool) {
 	st.data = append(st.data, p...)
 	sc.buffered += len(p)
 	if f.flags&flagEndStream != 0 {
-		sc.complete(st, inline)
+		sc.complete(st)
 		return
 	}
 	if st.unacked += n; st.unacked >= windowUpdateThreshold {
@@ -523,19 +556,27 @@ func (sc *serverConn) dataFrame(f *frame, inline bool) {
 	}
 }
 
+// forget drops a stream that was receiving its request, and the bytes it
+// held from the connection's count.
+func (sc *serverConn) forget(st *stream) {
+	if sc.streams[st.id] == st {
+		delete(sc.streams, st.id)
+		sc.buffered -= len(st.data)
+	}
+}
+
 // answerNow answers a stream the server will not serve with a
 // trailers-only response and resets what is left of it.
 func (sc *serverConn) answerNow(st *stream, httpStatus, grpcStatus int, msg string) {
-	sc.buffered -= len(st.data)
-	delete(sc.streams, st.id)
+	sc.forget(st)
 	b := appendTrailersOnly(nil, st.id, httpStatus, grpcStatus, msg, 0)
 	sc.send(appendRST(b, st.id, errNo))
 }
 
-// complete hands a stream whose request has ended to the exchange server.
-func (sc *serverConn) complete(st *stream, inline bool) {
-	delete(sc.streams, st.id)
-	sc.buffered -= len(st.data)
+// complete makes the call of a stream whose request has ended, for
+// received to return.
+func (sc *serverConn) complete(st *stream) {
+	sc.forget(st)
 	c, httpStatus, grpcStatus, msg := newCall(st)
 	if c == nil {
 		sc.answerNow(st, httpStatus, grpcStatus, msg)
@@ -549,11 +590,7 @@ func (sc *serverConn) complete(st *stream, inline bool) {
 	st.sendWindow = sc.peerWindow
 	sc.inflight[st.id] = st
 	sc.mu.Unlock()
-	req := &netty.Request{ID: uint64(st.id), TwoWay: true, Data: c}
-	if inline && sc.f.es.Dispatch(sc.conn, req, true) {
-		return
-	}
-	sc.f.es.Dispatch(sc.conn, req, false)
+	sc.ready = &netty.Request{ID: uint64(st.id), TwoWay: true, Data: c}
 }
 
 // done forgets an answered stream.

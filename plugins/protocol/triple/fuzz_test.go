@@ -1,0 +1,110 @@
+package triple
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weftrpc/weft/kernel/view"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// recorder is a connection that keeps what the state sends.
+type recorder struct {
+	sent   int
+	closed bool
+}
+
+func (r *recorder) Send(msg any) error {
+	b, err := (&codec{maxFrame: defaultMaxFrame}).Encode(nil, msg)
+	r.sent += len(b)
+	return err
+}
+
+func (r *recorder) CloseGracefully(time.Duration) { r.closed = true }
+
+// seedCall is a well-formed connection: preface, SETTINGS, one call.
+func seedCall(extra ...func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer)) []byte {
+	var out bytes.Buffer
+	out.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&out, nil)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/" + iface + "/Echo"},
+		{"content-type", "application/grpc"}, {"x-a", "1"}, {"x-b-bin", "AAEC"}, {"grpc-timeout", "5S"}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	fr.WriteData(1, true, lengthPrefixed(strMsg("hello")))
+	for _, f := range extra {
+		f(fr, enc, &hb)
+	}
+	return out.Bytes()
+}
+
+// FuzzFraming runs arbitrary bytes through a connection's HTTP/2 state, as
+// the read loop does, and walks what each completed call carries: its
+// attachments (view.Text) and its message, decoded as a protobuf. The state
+// must neither panic nor hold more than its bounds.
+func FuzzFraming(f *testing.F) {
+	f.Add(seedCall())
+	f.Add(seedCall(func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer) {
+		fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		fr.WritePing(false, [8]byte{1})
+		fr.WriteWindowUpdate(0, 1000)
+		hb.Reset()
+		enc.WriteField(hpack.HeaderField{Name: ":path", Value: "/a/b"})
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: hb.Bytes(), EndHeaders: false})
+		fr.WriteContinuation(3, true, []byte{0x82})
+		fr.WriteData(3, false, []byte{0, 0, 0, 0, 9})
+		fr.WriteData(3, true, []byte("abc"))
+	}))
+	f.Add([]byte(http2.ClientPreface + "\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x04\x7f\xff\xff\xff"))
+	f.Add([]byte("PRI * HTTP/1.1\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w := &recorder{}
+		sc := newServerConn(&framing{payload: 1 << 16}, w)
+		cd := &codec{maxFrame: defaultMaxFrame}
+		for len(data) > 0 && !w.closed {
+			msg, n, err := cd.Decode(data)
+			if err != nil {
+				if fe, ok := err.(*netty.FrameError); ok && fe.Msg != nil {
+					sc.received(fe.Msg)
+				}
+				return
+			}
+			if n == 0 {
+				return
+			}
+			// The read loop reuses its buffer: so does this loop, so that
+			// a frame's bytes kept past received show up as garbage.
+			frameBytes := append([]byte(nil), data[:n]...)
+			if fr, ok := msg.(*frame); ok {
+				fr.payload = frameBytes[frameHeaderLen:]
+			}
+			data = data[n:]
+			req := sc.received(msg)
+			for i := range frameBytes {
+				frameBytes[i] = 0xee
+			}
+			if req == nil {
+				continue
+			}
+			c := req.Data.(*call)
+			_ = view.Text(attachmentsOf(c.st.headers))
+			if !c.gzip {
+				(&protoArg{data: c.msg}).DecodeAs(reflect.TypeOf(&wrapperspb.StringValue{}))
+			}
+			sc.done(c.st)
+		}
+		if sc.buffered < 0 || sc.buffered > maxBuffered || len(sc.streams) > maxStreams {
+			t.Fatalf("state out of bounds: %d bytes buffered, %d streams", sc.buffered, len(sc.streams))
+		}
+	})
+}
