@@ -94,6 +94,7 @@ type Conn struct {
 	// The read loop may serve a call itself (see Inliner and reader).
 	inliner  Inliner
 	preparer Preparer
+	seq      Sequencer // the codec's, if it is one
 }
 
 // reader is one read loop's state for serving calls inline: while it
@@ -121,6 +122,16 @@ type reader struct {
 // inlineBudget another goroutine takes over reading.
 type Inliner interface {
 	Inline(c *Conn, msg any) bool
+}
+
+// Sequencer is a codec whose frames take something from their place in
+// the connection's byte stream (HTTP/2's stream ids, which must rise in the
+// order they are written, and its flow-control windows). Send calls
+// Sequence under the connection's write lock, in wire order, with the frame
+// Encode made; it returns the bytes to write now (frame, changed in place
+// or appended to) and may keep the rest to send later itself.
+type Sequencer interface {
+	Sequence(c *Conn, msg any, frame []byte) []byte
 }
 
 // Preparer is an Inliner whose messages are frames of a protocol with state
@@ -155,6 +166,7 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
 	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{}),
 		remote: nc.RemoteAddr().String()}
+	c.seq, _ = codec.(Sequencer)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		if rc, err := tc.SyscallConn(); err == nil {
@@ -252,6 +264,14 @@ func (c *Conn) Send(msg any) error {
 		*bp = frame
 		scratch.Put(bp)
 		return ErrClosed
+	}
+	if c.seq != nil {
+		if frame = c.seq.Sequence(c, msg, frame); len(frame) == 0 {
+			c.wmu.Unlock()
+			*bp = frame
+			scratch.Put(bp)
+			return nil
+		}
 	}
 	if len(c.wbuf)+len(frame) > maxQueued {
 		c.wmu.Unlock()

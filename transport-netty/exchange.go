@@ -196,6 +196,10 @@ func (p *pendingTable) failConn(conn *Conn, status byte, msg string) {
 type ClientOptions struct {
 	Heartbeat time.Duration // 0: DefaultHeartbeat; < 0: none
 	Reconnect time.Duration // 0: DefaultReconnect
+	// Framing, when set, stands between each connection and the client, as
+	// ServerOptions.Framing does for a server: it gives the client the
+	// Responses it makes of the connection's messages (Received).
+	Framing func(c *ExchangeClient) extension.ChannelHandler
 }
 
 // ExchangeClient is a client connection with request/response correlation,
@@ -207,6 +211,7 @@ type ExchangeClient struct {
 	log   *slog.Logger
 	opt   ClientOptions
 
+	handler  extension.ChannelHandler // the client, or its Framing
 	conn     atomic.Pointer[Conn]
 	lastErr  atomic.Pointer[error]
 	pending  *pendingTable
@@ -248,6 +253,10 @@ func NewExchangeClient(t *Transporter, url *kernel.URL, codec extension.Codec, o
 	}
 	c := &ExchangeClient{url: url, t: t, codec: codec, log: t.log, opt: opt, pending: newPendingTable(),
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c.handler = c
+	if opt.Framing != nil {
+		c.handler = opt.Framing(c)
+	}
 	c.connect()
 	c.bg.Add(1)
 	go c.keepalive()
@@ -255,7 +264,7 @@ func NewExchangeClient(t *Transporter, url *kernel.URL, codec extension.Codec, o
 }
 
 func (c *ExchangeClient) connect() bool {
-	conn, err := c.t.dial(c.url, c.codec, c)
+	conn, err := c.t.dial(c.url, c.codec, c.handler)
 	if err != nil {
 		c.lastErr.Store(&err)
 		// Once per address per interval: a provider that stays down

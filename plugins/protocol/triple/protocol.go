@@ -63,20 +63,25 @@ const (
 type Protocol struct {
 	t   *netty.Transporter
 	log *slog.Logger
+	tls bool
 
 	mu      sync.Mutex
 	servers map[string]*server
+	clients map[string]*sharedClient
+	// draining counts clients closing gracefully in the background.
+	draining sync.WaitGroup
 }
 
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
-	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}}
+	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
 }
 
 // NewTLS returns the protocol speaking TLS with t's material.
 func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
 	p := New(log)
 	p.t = netty.NewTLSTransporter(log, t)
+	p.tls = true
 	return p
 }
 
@@ -191,20 +196,19 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	return e, nil
 }
 
-// Refer is not there yet: this version of Triple serves, it does not call.
-func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, error) {
-	return nil, kernel.Errorf(kernel.CodeUnknown, "triple: calling Triple providers is not supported yet (%s); refer it over dubbo, or export it on both", view.Cut(url.String(), 200))
-}
-
 // Destroy closes every server.
 func (p *Protocol) Destroy() {
 	p.mu.Lock()
-	servers := p.servers
-	p.servers = map[string]*server{}
+	servers, clients := p.servers, p.clients
+	p.servers, p.clients = map[string]*server{}, map[string]*sharedClient{}
 	p.mu.Unlock()
 	for _, s := range servers {
 		s.es.Close(5 * time.Second)
 	}
+	for _, c := range clients {
+		c.c.Close()
+	}
+	p.draining.Wait()
 }
 
 // call is a complete unary request.

@@ -1,0 +1,585 @@
+package triple
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// The client side: a consumer's calls go out as HTTP/2 streams on the
+// exchange client's connection. The codec encodes a call (HEADERS and its
+// message as DATA) on the caller's goroutine; Sequence, under the
+// connection's write lock, gives it the next stream id (ids must rise in
+// the order they reach the wire) and what the flow-control windows allow,
+// keeping the rest of a large message for the read loop to send as the
+// server's WINDOW_UPDATEs arrive. The read loop runs the server's frames
+// through the connection's state (clientConn) and hands the exchange client
+// one Response per finished stream.
+
+// clientCall is a call on its way out.
+type clientCall struct {
+	headers []byte // the header block
+	msg     []byte // the length-prefixed message
+	reqID   uint64 // set by Sequence, on the caller's goroutine
+}
+
+// clientCodec is one exchange client's codec: its connections' state is in
+// their attributes, the calls in flight in calls.
+type clientCodec struct {
+	codec
+	mu    sync.Mutex
+	calls map[uint64]*cstream // by request id
+}
+
+// cstream is one call's stream, seen from the client.
+type cstream struct {
+	cc      *clientConn
+	id      uint32
+	reqID   uint64
+	headers []hpack.HeaderField
+	trailer []hpack.HeaderField
+	data    []byte
+	unacked int
+
+	// Under cc.mu: what is left to send and the stream's send window.
+	rest       []byte
+	sendWindow int64
+}
+
+// Encode appends a call's frames with stream id 0 (Sequence sets it) and
+// its message as DATA of at most 16 KiB (any peer takes those).
+func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
+	req, ok := msg.(*netty.Request)
+	if !ok {
+		return c.codec.Encode(dst, msg)
+	}
+	call := req.Data.(*clientCall)
+	dst = appendHeaders(dst, 0, call.headers, defaultMaxFrame, false)
+	return appendData(dst, 0, call.msg, defaultMaxFrame, true), nil
+}
+
+// Sequence numbers a call's stream and sends what the windows allow.
+func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
+	req, ok := msg.(*netty.Request)
+	if !ok {
+		return frame
+	}
+	cc := clientStateOf(conn)
+	if cc == nil {
+		return frame
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.draining || cc.nextStream >= 1<<31-1 {
+		// The server said GOAWAY (or the ids ran out): nothing new goes
+		// on this connection; the call fails, retryable, at once.
+		go c.refuse(conn, req.ID, kernel.Errorf(kernel.CodeNetwork,
+			"connection to %s is closing (the provider sent GOAWAY); retry on another provider", conn.RemoteAddrString()))
+		return frame[:0]
+	}
+	id := cc.nextStream
+	cc.nextStream += 2
+	req.Data.(*clientCall).reqID = req.ID
+	st := &cstream{cc: cc, id: id, reqID: req.ID, sendWindow: cc.peerWindow}
+	cc.streams[id] = st
+	c.mu.Lock()
+	c.calls[req.ID] = st
+	c.mu.Unlock()
+	// Set the stream id in every frame, and stop at the first DATA the
+	// windows do not hold.
+	for p := 0; p < len(frame); {
+		n := int(frame[p])<<16 | int(frame[p+1])<<8 | int(frame[p+2])
+		binary.BigEndian.PutUint32(frame[p+5:], id)
+		if frame[p+3] == frameData {
+			allowed := int(min(int64(n), cc.sendWindow, st.sendWindow))
+			if allowed < n {
+				// Keep the rest of the message, this frame's remainder
+				// first, for windowUpdate to send.
+				st.rest = append([]byte(nil), frame[p+frameHeaderLen+allowed:p+frameHeaderLen+n]...)
+				for q := p + frameHeaderLen + n; q < len(frame); {
+					m := int(frame[q])<<16 | int(frame[q+1])<<8 | int(frame[q+2])
+					st.rest = append(st.rest, frame[q+frameHeaderLen:q+frameHeaderLen+m]...)
+					q += frameHeaderLen + m
+				}
+				if allowed == 0 {
+					return frame[:p]
+				}
+				frame[p], frame[p+1], frame[p+2] = byte(allowed>>16), byte(allowed>>8), byte(allowed)
+				frame[p+4] &^= flagEndStream
+				cc.sendWindow -= int64(allowed)
+				st.sendWindow -= int64(allowed)
+				return frame[:p+frameHeaderLen+allowed]
+			}
+			cc.sendWindow -= int64(n)
+			st.sendWindow -= int64(n)
+		}
+		p += frameHeaderLen + n
+	}
+	return frame
+}
+
+// refuse fails a call that was not sent.
+func (c *clientCodec) refuse(conn *netty.Conn, reqID uint64, err error) {
+	if cc := clientStateOf(conn); cc != nil {
+		cc.f.ec.Received(conn, &netty.Response{ID: reqID, Status: netty.StatusOK, Data: &clientReply{err: err}})
+	}
+}
+
+// forget drops a finished call.
+func (c *clientCodec) forget(st *cstream) {
+	c.mu.Lock()
+	if c.calls[st.reqID] == st {
+		delete(c.calls, st.reqID)
+	}
+	c.mu.Unlock()
+}
+
+// cancel resets the stream of a call the consumer gave up on, so that the
+// provider stops working on it.
+func (c *clientCodec) cancel(reqID uint64) {
+	c.mu.Lock()
+	st := c.calls[reqID]
+	delete(c.calls, reqID)
+	c.mu.Unlock()
+	if st == nil {
+		return
+	}
+	cc := st.cc
+	cc.mu.Lock()
+	_, open := cc.streams[st.id]
+	delete(cc.streams, st.id)
+	cc.mu.Unlock()
+	if open {
+		cc.conn.Send(rawFrames(appendRST(nil, st.id, errCancel)))
+	}
+}
+
+type clientKey struct{}
+
+func clientStateOf(conn *netty.Conn) *clientConn {
+	v, _ := conn.Attr(clientKey{})
+	cc, _ := v.(*clientConn)
+	return cc
+}
+
+// clientFraming is the client's HTTP/2 connection layer.
+type clientFraming struct {
+	ec      *netty.ExchangeClient
+	codec   *clientCodec
+	payload int
+}
+
+// Connected sends the client preface and SETTINGS, the first bytes on the
+// connection.
+func (f *clientFraming) Connected(ch extension.Channel) {
+	conn := ch.(*netty.Conn)
+	cc := &clientConn{f: f, conn: conn, nextStream: 1, streams: map[uint32]*cstream{},
+		peerWindow: defaultInitialWindow, sendWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame}
+	cc.dec = hpack.NewDecoder(4096, cc.field)
+	cc.dec.SetMaxStringLength(maxHeaderListSize)
+	conn.SetAttr(clientKey{}, cc)
+	b := append([]byte(nil), clientPreface...)
+	b = appendSettings(b,
+		settingEnablePush, 0,
+		settingInitialWindowSize, recvWindow,
+		settingMaxHeaderListSize, maxHeaderListSize)
+	b = appendWindowUpdate(b, 0, connRecvWindow-defaultInitialWindow)
+	conn.Send(rawFrames(b))
+	f.ec.Connected(ch)
+}
+
+// Disconnected fails the connection's calls (the exchange client does).
+func (f *clientFraming) Disconnected(ch extension.Channel) {
+	if cc := clientStateOf(ch.(*netty.Conn)); cc != nil {
+		cc.mu.Lock()
+		streams := cc.streams
+		cc.streams = map[uint32]*cstream{}
+		cc.mu.Unlock()
+		for _, st := range streams {
+			f.codec.forget(st)
+		}
+	}
+	f.ec.Disconnected(ch)
+}
+
+func (f *clientFraming) Caught(ch extension.Channel, err error) { f.ec.Caught(ch, err) }
+
+func (f *clientFraming) Received(ch extension.Channel, msg any) {
+	cc := clientStateOf(ch.(*netty.Conn))
+	if cc == nil {
+		return
+	}
+	switch m := msg.(type) {
+	case *connError:
+		cc.fail(m.code, "%s", m.msg)
+	case *frame:
+		cc.frame(m)
+		m.payload = nil
+		framePool.Put(m)
+	}
+}
+
+// clientConn is one client connection's HTTP/2 state: the read loop owns
+// the fields above mu.
+type clientConn struct {
+	f    *clientFraming
+	conn *netty.Conn
+	dec  *hpack.Decoder
+
+	gotSettings bool
+	goneAway    bool
+	connUnacked int
+	fields      []hpack.HeaderField
+	fieldsSize  int
+	fieldsOver  bool
+	block       []byte
+	blockStream uint32
+	blockEnd    bool
+
+	mu           sync.Mutex
+	draining     bool // GOAWAY came: no new stream
+	nextStream   uint32
+	streams      map[uint32]*cstream
+	sendWindow   int64
+	peerWindow   int64
+	peerMaxFrame int
+}
+
+func (cc *clientConn) field(f hpack.HeaderField) {
+	cc.fieldsSize += len(f.Name) + len(f.Value) + 32
+	if cc.fieldsSize > maxHeaderListSize {
+		cc.fieldsOver = true
+		return
+	}
+	cc.fields = append(cc.fields, f)
+}
+
+func (cc *clientConn) send(b []byte) { cc.conn.Send(rawFrames(b)) }
+
+// fail closes a connection that broke HTTP/2, saying why with GOAWAY; its
+// calls fail with the reason, and the exchange client reconnects.
+func (cc *clientConn) fail(code uint32, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !cc.goneAway {
+		cc.goneAway = true
+		cc.send(appendGoAway(nil, 0, code, msg))
+	}
+	cc.conn.CloseGracefully(100 * time.Millisecond)
+}
+
+func (cc *clientConn) stream(id uint32) *cstream {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.streams[id]
+}
+
+func (cc *clientConn) frame(f *frame) {
+	if cc.blockStream != 0 && (f.typ != frameContinuation || f.stream != cc.blockStream) {
+		cc.fail(errProtocol, "a header block of stream %d not continued by CONTINUATION", cc.blockStream)
+		return
+	}
+	switch f.typ {
+	case frameSettings:
+		cc.settings(f)
+	case frameHeaders:
+		p, ok := payloadOf(f)
+		if !ok || f.stream == 0 {
+			cc.fail(errProtocol, "malformed HEADERS")
+			return
+		}
+		cc.block = append(cc.block[:0], p...)
+		cc.blockStream, cc.blockEnd = f.stream, f.flags&flagEndStream != 0
+		if f.flags&flagEndHeaders != 0 {
+			cc.endBlock()
+		}
+	case frameContinuation:
+		if cc.blockStream == 0 {
+			cc.fail(errProtocol, "CONTINUATION without HEADERS")
+			return
+		}
+		if len(cc.block)+len(f.payload) > maxHeaderBlock {
+			cc.fail(errEnhanceYourCalm, "a header block over %d bytes", maxHeaderBlock)
+			return
+		}
+		cc.block = append(cc.block, f.payload...)
+		if f.flags&flagEndHeaders != 0 {
+			cc.endBlock()
+		}
+	case frameData:
+		cc.data(f)
+	case frameWindowUpdate:
+		cc.windowUpdate(f)
+	case framePing:
+		if len(f.payload) != 8 {
+			cc.fail(errFrameSize, "PING of %d bytes", len(f.payload))
+			return
+		}
+		if f.flags&flagAck == 0 {
+			cc.send(append(appendFrameHeader(nil, 8, framePing, flagAck, 0), f.payload...))
+		}
+	case frameRSTStream:
+		if len(f.payload) != 4 {
+			cc.fail(errFrameSize, "RST_STREAM of %d bytes", len(f.payload))
+			return
+		}
+		if st := cc.stream(f.stream); st != nil {
+			code := binary.BigEndian.Uint32(f.payload)
+			cc.finish(st, resetError(code, cc.conn.RemoteAddrString()))
+		}
+	case frameGoAway:
+		cc.goAway(f)
+	case framePushPromise:
+		cc.fail(errProtocol, "PUSH_PROMISE, which this client disabled")
+	}
+}
+
+func (cc *clientConn) settings(f *frame) {
+	if f.flags&flagAck != 0 {
+		return
+	}
+	if len(f.payload)%6 != 0 || f.stream != 0 {
+		cc.fail(errFrameSize, "malformed SETTINGS")
+		return
+	}
+	cc.gotSettings = true
+	for p := f.payload; len(p) > 0; p = p[6:] {
+		id, v := binary.BigEndian.Uint16(p), binary.BigEndian.Uint32(p[2:])
+		switch id {
+		case settingInitialWindowSize:
+			if v > maxWindow {
+				cc.fail(errFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE %d over 2^31-1", v)
+				return
+			}
+			cc.mu.Lock()
+			delta := int64(v) - cc.peerWindow
+			cc.peerWindow = int64(v)
+			for _, st := range cc.streams {
+				st.sendWindow += delta
+			}
+			cc.mu.Unlock()
+			cc.pump()
+		case settingMaxFrameSize:
+			if v < defaultMaxFrame || v > 1<<24-1 {
+				cc.fail(errProtocol, "SETTINGS_MAX_FRAME_SIZE %d out of range", v)
+				return
+			}
+			cc.mu.Lock()
+			cc.peerMaxFrame = int(v)
+			cc.mu.Unlock()
+		}
+	}
+	cc.send(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
+}
+
+func (cc *clientConn) windowUpdate(f *frame) {
+	if len(f.payload) != 4 {
+		cc.fail(errFrameSize, "WINDOW_UPDATE of %d bytes", len(f.payload))
+		return
+	}
+	inc := int64(binary.BigEndian.Uint32(f.payload) & 0x7fffffff)
+	cc.mu.Lock()
+	if f.stream == 0 {
+		cc.sendWindow += inc
+	} else if st := cc.streams[f.stream]; st != nil {
+		st.sendWindow += inc
+	}
+	over := cc.sendWindow > maxWindow
+	cc.mu.Unlock()
+	if over {
+		cc.fail(errFlowControl, "connection window over 2^31-1")
+		return
+	}
+	cc.pump()
+}
+
+// pump sends what the windows now allow of the messages waiting for them.
+func (cc *clientConn) pump() {
+	var out []byte
+	cc.mu.Lock()
+	for _, st := range cc.streams {
+		if len(st.rest) == 0 || cc.sendWindow <= 0 {
+			continue
+		}
+		n := int(min(int64(len(st.rest)), cc.sendWindow, st.sendWindow))
+		if n <= 0 {
+			continue
+		}
+		out = appendData(out, st.id, st.rest[:n], cc.peerMaxFrame, n == len(st.rest))
+		st.rest = st.rest[n:]
+		cc.sendWindow -= int64(n)
+		st.sendWindow -= int64(n)
+	}
+	cc.mu.Unlock()
+	if len(out) > 0 {
+		cc.send(out)
+	}
+}
+
+func (cc *clientConn) goAway(f *frame) {
+	if len(f.payload) < 8 {
+		cc.fail(errFrameSize, "GOAWAY of %d bytes", len(f.payload))
+		return
+	}
+	last := binary.BigEndian.Uint32(f.payload) & 0x7fffffff
+	code := binary.BigEndian.Uint32(f.payload[4:])
+	debug := string(f.payload[8:min(len(f.payload), 8+256)])
+	cc.goneAway = true
+	// Streams the server did not take are failed now, retryable on
+	// another provider; the others finish; the connection then closes and
+	// the exchange client reconnects.
+	cc.mu.Lock()
+	var refused []*cstream
+	for id, st := range cc.streams {
+		if id > last {
+			refused = append(refused, st)
+		}
+	}
+	cc.draining = true
+	cc.mu.Unlock()
+	for _, st := range refused {
+		cc.finish(st, kernel.Errorf(kernel.CodeNetwork, "provider %s is going away (GOAWAY code %d %q) and did not take the call; retry on another provider",
+			cc.conn.RemoteAddrString(), code, debug))
+	}
+	cc.closeIfDrained()
+	// A server that never finishes its streams does not keep the
+	// connection: each call ends by its own deadline anyway.
+	time.AfterFunc(drainMax, func() { cc.conn.Close() })
+}
+
+// drainMax bounds how long a connection the server said GOAWAY on stays
+// open for the calls it took.
+const drainMax = time.Minute
+
+// closeIfDrained closes a connection the server said GOAWAY on once its
+// last stream ended; the exchange client then reconnects.
+func (cc *clientConn) closeIfDrained() {
+	cc.mu.Lock()
+	done := cc.draining && len(cc.streams) == 0
+	cc.mu.Unlock()
+	if done {
+		go cc.conn.Close()
+	}
+}
+
+func (cc *clientConn) endBlock() {
+	id := cc.blockStream
+	cc.blockStream = 0
+	cc.fields, cc.fieldsSize, cc.fieldsOver = cc.fields[:0], 0, false
+	if _, err := cc.dec.Write(cc.block); err != nil {
+		cc.fail(errProtocol, "HPACK: %v", err)
+		return
+	}
+	if err := cc.dec.Close(); err != nil {
+		cc.fail(errProtocol, "HPACK: %v", err)
+		return
+	}
+	st := cc.stream(id)
+	if st == nil {
+		return // a call given up on
+	}
+	if cc.fieldsOver {
+		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response headers over %d bytes", maxHeaderListSize))
+		return
+	}
+	fields := append([]hpack.HeaderField(nil), cc.fields...)
+	if st.headers == nil && !cc.blockEnd {
+		st.headers = fields
+		return
+	}
+	if st.headers == nil {
+		st.headers = fields // trailers only
+	}
+	st.trailer = fields
+	if !cc.blockEnd {
+		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "trailers without END_STREAM"))
+		return
+	}
+	cc.finish(st, nil)
+}
+
+func (cc *clientConn) data(f *frame) {
+	n := len(f.payload)
+	if cc.connUnacked += n; cc.connUnacked >= windowUpdateThreshold {
+		cc.send(appendWindowUpdate(nil, 0, uint32(cc.connUnacked)))
+		cc.connUnacked = 0
+	}
+	st := cc.stream(f.stream)
+	if st == nil {
+		return
+	}
+	p, ok := payloadOf(f)
+	if !ok {
+		cc.fail(errProtocol, "DATA with bad padding")
+		return
+	}
+	if len(st.data)+len(p) > cc.f.payload+5 {
+		cc.send(appendRST(nil, st.id, errCancel))
+		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response message over the payload limit of %d bytes; raise payload on the consumer", cc.f.payload))
+		return
+	}
+	st.data = append(st.data, p...)
+	if f.flags&flagEndStream != 0 {
+		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response ended without trailers (no grpc-status)"))
+		return
+	}
+	if st.unacked += n; st.unacked >= windowUpdateThreshold {
+		cc.send(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
+		st.unacked = 0
+	}
+}
+
+// finish ends a stream and hands its response to the exchange client.
+func (cc *clientConn) finish(st *cstream, err error) {
+	cc.mu.Lock()
+	delete(cc.streams, st.id)
+	cc.mu.Unlock()
+	cc.f.codec.forget(st)
+	cc.f.ec.Received(cc.conn, &netty.Response{ID: st.reqID, Status: netty.StatusOK,
+		Data: &clientReply{headers: st.headers, trailers: st.trailer, data: st.data, err: err}})
+	cc.closeIfDrained()
+}
+
+// clientReply is a finished stream.
+type clientReply struct {
+	headers, trailers []hpack.HeaderField
+	data              []byte
+	err               error
+}
+
+// resetError is the error of a stream the server reset.
+func resetError(code uint32, addr string) error {
+	switch code {
+	case errRefusedStream:
+		return kernel.Errorf(kernel.CodeNetwork, "provider %s refused the stream (REFUSED_STREAM): it did not start the call; retry on another provider", addr)
+	case errCancel:
+		return kernel.Errorf(kernel.CodeNetwork, "provider %s canceled the call (RST_STREAM CANCEL)", addr)
+	case errEnhanceYourCalm:
+		return kernel.Errorf(kernel.CodeLimitExceeded, "provider %s reset the stream: ENHANCE_YOUR_CALM", addr)
+	}
+	return kernel.Errorf(kernel.CodeNetwork, "provider %s reset the stream (HTTP/2 error %d)", addr, code)
+}
+
+// httpStatusError maps a response that is not :status 200 (a proxy, a
+// server that is no gRPC one), as gRPC does.
+func httpStatusError(status, addr string) error {
+	n, _ := strconv.Atoi(status)
+	switch n {
+	case 400:
+		return kernel.Errorf(kernel.CodeSerialization, "%s answered HTTP %s: not a gRPC response", addr, status)
+	case 401, 403:
+		return kernel.Errorf(kernel.CodeForbidden, "%s answered HTTP %s", addr, status)
+	case 404:
+		return kernel.Errorf(kernel.CodeMethodNotFound, "%s answered HTTP 404: no such gRPC method there", addr)
+	case 429, 502, 503, 504:
+		return kernel.Errorf(kernel.CodeNetwork, "%s answered HTTP %s; retry", addr, status)
+	}
+	return kernel.Errorf(kernel.CodeUnknown, "%s answered HTTP %q: not a gRPC response", addr, status)
+}

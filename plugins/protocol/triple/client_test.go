@@ -1,0 +1,181 @@
+package triple
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+func refer(t *testing.T, addr string, params map[string]string) kernel.Invoker {
+	t.Helper()
+	p := New(quiet)
+	t.Cleanup(p.Destroy)
+	host, port := splitHostPort(t, addr)
+	iv, err := p.Refer(context.Background(), kernel.NewURL(Name, host, port, iface, params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(iv.Destroy)
+	deadline := time.Now().Add(5 * time.Second)
+	for !iv.IsAvailable() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return iv
+}
+
+func splitHostPort(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	i := strings.LastIndexByte(addr, ':')
+	var port int
+	fmt.Sscan(addr[i+1:], &port)
+	return addr[:i], port
+}
+
+var stringValueType = reflect.TypeOf(&wrapperspb.StringValue{})
+
+func echoOf(t *testing.T, res kernel.Result) string {
+	t.Helper()
+	d, ok := res.Value.(kernel.Decodable)
+	if !ok {
+		t.Fatalf("value %T is not Decodable", res.Value)
+	}
+	v, err := d.DecodeAs(stringValueType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Interface().(*wrapperspb.StringValue).GetValue()
+}
+
+func TestClientRoundTrip(t *testing.T) {
+	addr, _ := serve(t, nil)
+	iv := refer(t, addr, nil)
+	inv := kernel.NewInvocation("Echo", wrapperspb.String("hi"))
+	inv.SetAttachment("x-req", "7")
+	res, err := iv.Invoke(context.Background(), inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := echoOf(t, res); got != "hi" {
+		t.Fatalf("echo %q", got)
+	}
+	if res.Attachments["x-resp"] != "resp-7" {
+		t.Fatalf("attachments %v", res.Attachments)
+	}
+}
+
+// TestClientLargeMessages: a request larger than the provider's windows
+// waits for its WINDOW_UPDATEs (the read loop sends the rest), and the
+// answer as large comes back.
+func TestClientLargeMessages(t *testing.T) {
+	addr, _ := serve(t, nil)
+	iv := refer(t, addr, nil)
+	big := strings.Repeat("y", 1<<20)
+	res, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String(big)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := echoOf(t, res); got != big {
+		t.Fatalf("echo of %d bytes came back as %d", len(big), len(got))
+	}
+}
+
+func TestClientConcurrent(t *testing.T) {
+	addr, _ := serve(t, nil)
+	iv := refer(t, addr, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want := strings.Repeat(fmt.Sprint(i), i*10+1)
+			res, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String(want)))
+			if err == nil {
+				var v reflect.Value
+				if v, err = res.Value.(kernel.Decodable).DecodeAs(stringValueType); err == nil && v.Interface().(*wrapperspb.StringValue).GetValue() != want {
+					err = fmt.Errorf("call %d: wrong answer", i)
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestClientErrors: the codes cross the process: a business error is one,
+// with its text; an unknown method is method not found; the provider's
+// deadline is a timeout.
+func TestClientErrors(t *testing.T) {
+	addr, _ := serve(t, nil)
+	iv := refer(t, addr, nil)
+	_, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("fail")))
+	if !kernel.IsBiz(err) || !strings.Contains(err.Error(), "failed as asked") {
+		t.Fatalf("business error: %v (code %v)", err, kernel.CodeOf(err))
+	}
+	_, err = iv.Invoke(context.Background(), kernel.NewInvocation("Nope", wrapperspb.String("x")))
+	if kernel.CodeOf(err) != kernel.CodeMethodNotFound {
+		t.Fatalf("unknown method: %v (code %v)", err, kernel.CodeOf(err))
+	}
+	_, err = iv.Invoke(context.Background(), kernel.NewInvocation("Echo", "not a message"))
+	if kernel.CodeOf(err) != kernel.CodeSerialization {
+		t.Fatalf("a string argument: %v", err)
+	}
+}
+
+// TestClientTimeoutCancelsTheProvider: a call the consumer stops waiting
+// for is reset, and the provider's context ends (not only the caller's
+// wait).
+func TestClientTimeoutCancelsTheProvider(t *testing.T) {
+	addr, e := serve(t, nil)
+	iv := refer(t, addr, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := iv.Invoke(ctx, kernel.NewInvocation("Slow", wrapperspb.String("x")))
+	if kernel.CodeOf(err) != kernel.CodeTimeout {
+		t.Fatalf("got %v, want a timeout", err)
+	}
+	select {
+	case err := <-e.ended:
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("provider's context: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the provider's call outlived the consumer's deadline")
+	}
+}
+
+// TestClientCancelResetsTheStream: a caller that cancels (no deadline
+// involved) resets the stream, which ends the provider's context.
+func TestClientCancelResetsTheStream(t *testing.T) {
+	addr, e := serve(t, nil)
+	iv := refer(t, addr, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := iv.Invoke(ctx, kernel.NewInvocation("Slow", wrapperspb.String("x")))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want canceled", err)
+	}
+	select {
+	case err := <-e.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("provider's context ended with %v, want Canceled (the reset)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RST_STREAM did not reach the provider")
+	}
+}

@@ -1,0 +1,240 @@
+package triple
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// URL parameters the consumer side reads.
+const (
+	KeyReconnect = "reconnect"
+)
+
+type sharedClient struct {
+	c     *netty.ExchangeClient
+	codec *clientCodec
+	refs  int
+}
+
+// Refer connects to the Triple provider url describes, sharing one
+// connection per provider address, as gRPC and Dubbo do.
+func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, error) {
+	addr := url.Address()
+	p.mu.Lock()
+	sc := p.clients[addr]
+	if sc == nil {
+		payload := int(url.ParamInt(kernel.KeyPayload, DefaultPayload))
+		if payload <= 0 {
+			payload = DefaultPayload
+		}
+		codec := &clientCodec{codec: codec{maxFrame: defaultMaxFrame}, calls: map[uint64]*cstream{}}
+		opt := netty.ClientOptions{
+			Heartbeat: -1, // HTTP/2 connections need no Dubbo heartbeats
+			Reconnect: time.Duration(url.ParamInt(KeyReconnect, int64(netty.DefaultReconnect/time.Millisecond))) * time.Millisecond,
+			Framing: func(ec *netty.ExchangeClient) extension.ChannelHandler {
+				return &clientFraming{ec: ec, codec: codec, payload: payload}
+			},
+		}
+		sc = &sharedClient{c: netty.NewExchangeClient(p.t, url, codec, opt), codec: codec}
+		p.clients[addr] = sc
+	}
+	sc.refs++
+	p.mu.Unlock()
+	iv := &invoker{p: p, url: url, sc: sc, scheme: "http"}
+	if p.tls {
+		iv.scheme = "https"
+	}
+	iv.fixed = iv.fixedHeaders()
+	return iv, nil
+}
+
+func (p *Protocol) release(addr string, sc *sharedClient) {
+	p.mu.Lock()
+	last := false
+	if p.clients[addr] == sc {
+		sc.refs--
+		if sc.refs <= 0 {
+			delete(p.clients, addr)
+			last = true
+		}
+	}
+	p.mu.Unlock()
+	if last {
+		p.draining.Add(1)
+		go func() {
+			defer p.draining.Done()
+			sc.c.CloseGracefully(time.Minute)
+		}()
+	}
+}
+
+type invoker struct {
+	p         *Protocol
+	url       *kernel.URL
+	sc        *sharedClient
+	scheme    string
+	fixed     []byte // the header fields every call sends after :path
+	destroyed atomic.Bool
+}
+
+func (iv *invoker) URL() *kernel.URL { return iv.url }
+
+func (iv *invoker) IsAvailable() bool { return !iv.destroyed.Load() && iv.sc.c.IsAvailable() }
+
+// WhyUnavailable is kernel.WhyUnavailable: the client's reason.
+func (iv *invoker) WhyUnavailable() error {
+	if iv.destroyed.Load() {
+		return kernel.Errorf(kernel.CodeNetwork, "invoker of %s at %s is destroyed", iv.url.ServiceKey(), iv.url.Address())
+	}
+	return iv.sc.c.Unavailable()
+}
+
+func (iv *invoker) Destroy() {
+	if !iv.destroyed.Swap(true) {
+		iv.p.release(iv.url.Address(), iv.sc)
+	}
+}
+
+// fixedHeaders are the fields of every call of this invoker: scheme,
+// authority, content type, and the service's group and version as Dubbo 3
+// sends them.
+func (iv *invoker) fixedHeaders() []byte {
+	var hb []byte
+	hb = appendHeaderField(hb, ":scheme", iv.scheme)
+	hb = appendHeaderField(hb, ":authority", iv.url.Address())
+	hb = appendHeaderField(hb, "content-type", "application/grpc+proto")
+	hb = appendHeaderField(hb, "te", "trailers")
+	hb = appendHeaderField(hb, "user-agent", "weft-triple")
+	if g := iv.url.Param(kernel.KeyGroup); g != "" {
+		hb = appendHeaderField(hb, headerServiceGroup, g)
+	}
+	if v := iv.url.Param(kernel.KeyVersion); v != "" {
+		hb = appendHeaderField(hb, headerServiceVersion, v)
+	}
+	return hb
+}
+
+// Invoke calls the method as a unary gRPC call: its one argument, a
+// protobuf message, is the request; the answer's Value decodes into the
+// caller's result type (kernel.Decodable), or is read with Bytes.
+func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
+	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
+	wait := timeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if wait <= 0 {
+		return kernel.Result{}, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
+			Msg: fmt.Sprintf("no time left to call %s.%s on %s", iv.url.ServiceKey(), inv.Method, iv.url.Address())}
+	}
+	if len(inv.Args) != 1 {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s.%s over Triple takes one protobuf message, got %d arguments",
+			iv.url.ServiceKey(), inv.Method, len(inv.Args))
+	}
+	var msg []byte
+	switch a := inv.Args[0].(type) {
+	case proto.Message:
+		var err error
+		if msg, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, 5, 5+proto.Size(a)), a); err != nil {
+			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s.%s: request", iv.url.ServiceKey(), inv.Method)
+		}
+	case *protoArg: // a provider passing a call on as it came
+		msg = append(make([]byte, 5, 5+len(a.data)), a.data...)
+	default:
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s.%s over Triple takes a protobuf message, got %T",
+			iv.url.ServiceKey(), inv.Method, inv.Args[0])
+	}
+	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-5))
+
+	hb := make([]byte, 0, 128+len(iv.fixed))
+	hb = append(hb, 0x83) // :method POST, static table entry 3
+	hb = appendHeaderField(hb, ":path", "/"+iv.url.Interface()+"/"+inv.Method)
+	hb = append(hb, iv.fixed...)
+	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
+	hb = appendMetadata(hb, inv.Attachments())
+	req := &clientCall{headers: hb, msg: msg}
+
+	c := iv.sc.c
+	resp, err := c.Request(ctx, req, wait)
+	if err != nil {
+		if ke := (*kernel.Error)(nil); errors.As(err, &ke) && (ke.Code == kernel.CodeTimeout || errors.Is(err, context.Canceled)) {
+			iv.sc.codec.cancel(req.reqID)
+		}
+		return kernel.Result{}, err
+	}
+	if resp.Status != netty.StatusOK {
+		return kernel.Result{}, netty.StatusError(resp.Status, resp.ErrMsg)
+	}
+	r := resp.Data.(*clientReply)
+	if r.err != nil {
+		return kernel.Result{}, r.err
+	}
+	return iv.result(r)
+}
+
+// result reads a finished stream: the status in its trailers, its message
+// and its metadata as attachments.
+func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
+	addr := iv.url.Address()
+	if s := header(r.headers, ":status"); s != "200" {
+		return kernel.Result{}, httpStatusError(s, addr)
+	}
+	att := attachmentsOf(r.trailers)
+	st := header(r.trailers, "grpc-status")
+	code, err := strconv.Atoi(st)
+	if err != nil {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered without a valid grpc-status (%q)", addr, view.Cut(st, 64))
+	}
+	if code != statusOK {
+		text := decodeMessage(header(r.trailers, "grpc-message"))
+		kc := codeOfGRPCStatus(code)
+		if v := header(r.trailers, headerExceptionCode); v != "" {
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 64 {
+				kc = kernel.Code(n)
+			}
+		}
+		if kc == kernel.CodeBiz || (kc == kernel.CodeUnknown && header(r.trailers, headerExceptionCode) == "") && code == statusUnknown {
+			// An application error (the service returned it): what a
+			// Dubbo provider's exception and a gRPC UNKNOWN are.
+			return kernel.Result{Attachments: att}, kernel.BizError(&StatusError{Code: code, Message: text})
+		}
+		return kernel.Result{Attachments: att}, &kernel.Error{Code: kc, Msg: fmt.Sprintf("%s: %s (gRPC status %d)", addr, text, code)}
+	}
+	if len(r.data) < 5 {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered status OK without a message", addr)
+	}
+	if r.data[0] != 0 {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered a compressed message, which this consumer did not ask for", addr)
+	}
+	if n := int(binary.BigEndian.Uint32(r.data[1:])); n != len(r.data)-5 {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered a message that says %d bytes and has %d", addr, n, len(r.data)-5)
+	}
+	return kernel.Result{Value: &protoArg{data: r.data[5:]}, Attachments: att}, nil
+}
+
+// StatusError is a gRPC status a provider answered with, as the business
+// error of a call (what a service returned; Code says which).
+type StatusError struct {
+	Code    int
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	if strings.TrimSpace(e.Message) == "" {
+		return fmt.Sprintf("gRPC status %d", e.Code)
+	}
+	return e.Message
+}
