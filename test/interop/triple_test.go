@@ -188,9 +188,9 @@ func TestGRPCGoDeadlineReachesTripleProvider(t *testing.T) {
 // testClient is a weft stub of grpc.testing.TestService: the tags give the
 // methods' gRPC names.
 type testClient struct {
-	EmptyCall func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                   `weft:"EmptyCall"`
+	EmptyCall func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                  `weft:"EmptyCall"`
 	UnaryCall func(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) `weft:"UnaryCall"`
-	Missing   func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                   `weft:"UnimplementedCall"`
+	Missing   func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                  `weft:"UnimplementedCall"`
 }
 
 // TestWeftConsumerToGRPCGoServer: a weft consumer (App, cluster, filters,
