@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"os"
+	"reflect"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
@@ -16,8 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
+	"github.com/weftrpc/weft/plugins/protocol/triple"
 )
 
 // histogram records durations in log-linear buckets: 64 per power of two,
@@ -107,13 +112,13 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	warm := fs.Duration("warmup", time.Second, "unmeasured run before it")
 	size := fs.Int("size", 1024, "payload bytes of each echo")
 	conns := fs.Int("connections", 1, "connections to the provider")
-	method := fs.String("method", "echo", "method taking and returning one String")
+	method := fs.String("method", "", "method taking and returning one String (default echo; Echo over tri://, taking and returning a message whose field 1 is the string, as google.protobuf.StringValue)")
 	timeout := fs.Duration("timeout", 3*time.Second, "call timeout")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	traceOut := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: weft bench [flags] [dubbo://HOST:PORT/INTERFACE]   (default dubbo://127.0.0.1:20880/org.weft.bench.EchoService)")
+		fmt.Fprintln(stderr, "usage: weft bench [flags] [dubbo|tri://HOST:PORT/INTERFACE]   (default dubbo://127.0.0.1:20880/org.weft.bench.EchoService)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -124,8 +129,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		target = fs.Arg(0)
 	}
 	u, err := kernel.ParseURL(target)
-	if err != nil || u.Path == "" || *conc < 1 || *size < 0 {
-		fmt.Fprintln(stderr, "weft bench: need dubbo://HOST:PORT/INTERFACE, -c >= 1 and -size >= 0")
+	if err != nil || u.Path == "" || *conc < 1 || *size < 0 || (u.Protocol != dubbo.Name && u.Protocol != triple.Name) {
+		fmt.Fprintln(stderr, "weft bench: need dubbo:// or tri://HOST:PORT/INTERFACE, -c >= 1 and -size >= 0")
 		return 2
 	}
 	u = u.WithParams(map[string]string{
@@ -133,7 +138,22 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		dubbo.KeyConnections: fmt.Sprint(*conns),
 		kernel.KeyTimeout:    fmt.Sprint(timeout.Milliseconds()),
 	})
-	p := dubbo.New(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var p extension.Protocol = dubbo.New(log)
+	call := callString
+	if u.Protocol == triple.Name {
+		if *conns != 1 {
+			fmt.Fprintln(stderr, "weft bench: tri:// shares one HTTP/2 connection per provider; -connections is for dubbo://")
+			return 2
+		}
+		p, call = triple.New(log), callMessage
+		if *method == "" {
+			*method = "Echo"
+		}
+	}
+	if *method == "" {
+		*method = "echo"
+	}
 	defer p.Destroy()
 	iv, err := p.Refer(context.Background(), u)
 	if err != nil {
@@ -167,7 +187,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		trace.Start(f)
 		defer trace.Stop()
 	}
-	res, hist := runBench(iv, *method, payload, *conc, *warm, *dur, progressWriter(stderr))
+	res, hist := runBench(iv, call, *method, payload, *conc, *warm, *dur, progressWriter(stderr))
 	res.System, res.Size, res.Connections = "weft", *size, *conns
 	if *asJSON {
 		b, _ := json.Marshal(res)
@@ -184,7 +204,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 // timeout does in the peers' load generators (Kitex's WithRPCTimeout): a
 // context of its own per call would cost the client three allocations
 // more than any caller needs.
-func call(iv kernel.Invoker, method, payload string) (any, error) {
+func callString(iv kernel.Invoker, method, payload string) (any, error) {
 	ctx := context.Background()
 	inv := kernel.NewInvocation(method, payload)
 	inv.ParamTypes = "Ljava/lang/String;"
@@ -193,6 +213,30 @@ func call(iv kernel.Invoker, method, payload string) (any, error) {
 		err = fmt.Errorf("echo returned %d bytes, sent %d", len(fmt.Sprint(res.Value)), len(payload))
 	}
 	return res.Value, err
+}
+
+var stringValue = reflect.TypeOf(&wrapperspb.StringValue{})
+
+// callMessage is callString for a protobuf echo (tri://): the request and
+// the answer are messages whose field 1 is the string (StringValue's
+// encoding, which is also the peers' EchoRequest and EchoReply).
+func callMessage(iv kernel.Invoker, method, payload string) (any, error) {
+	res, err := iv.Invoke(context.Background(), kernel.NewInvocation(method, wrapperspb.String(payload)))
+	if err != nil {
+		return nil, err
+	}
+	d, ok := res.Value.(kernel.Decodable)
+	if !ok {
+		return nil, fmt.Errorf("echo returned %T, not a message", res.Value)
+	}
+	v, err := d.DecodeAs(stringValue)
+	if err != nil {
+		return nil, err
+	}
+	if got := v.Interface().(*wrapperspb.StringValue).GetValue(); got != payload {
+		return nil, fmt.Errorf("echo returned %d bytes, sent %d", len(got), len(payload))
+	}
+	return payload, nil
 }
 
 // progressWriter returns where live progress goes: the terminal, or nowhere.
@@ -224,7 +268,7 @@ func (w *window) drain(h *histogram) {
 	}
 }
 
-func runBench(iv kernel.Invoker, method, payload string, conc int, warm, dur time.Duration, progress io.Writer) (BenchResult, *histogram) {
+func runBench(iv kernel.Invoker, call func(kernel.Invoker, string, string) (any, error), method, payload string, conc int, warm, dur time.Duration, progress io.Writer) (BenchResult, *histogram) {
 	var measuring atomic.Bool
 	var calls, errs atomic.Uint64
 	var win *window

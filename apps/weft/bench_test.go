@@ -50,7 +50,7 @@ provider: {services: {echo: {interface: org.weft.bench.EchoService}}}
 		t.Fatal(err)
 	}
 	defer iv.Destroy()
-	res, hist := runBench(iv, "echo", strings.Repeat("x", 64), 2, 100*time.Millisecond, 2500*time.Millisecond, &progress)
+	res, hist := runBench(iv, callString, "echo", strings.Repeat("x", 64), 2, 100*time.Millisecond, 2500*time.Millisecond, &progress)
 	lines := regexp.MustCompile(`(?m)^ *[0-9.]+s +[0-9]+ qps  p99 +[0-9.]+ ms  0 errors$`).FindAllString(progress.String(), -1)
 	// 2.5 s: a line at 1 s, 2 s and 2.5 s; a sleep that overshoots on a
 	// busy machine may merge the last two.
