@@ -29,10 +29,10 @@ type lazyDeadline struct {
 }
 
 func (c *lazyDeadline) Deadline() (time.Time, bool) {
-	if pd, ok := c.Context.Deadline(); ok && pd.Before(c.deadline) {
+	if pd, ok := c.Context.Deadline(); ok && (c.deadline.IsZero() || pd.Before(c.deadline)) {
 		return pd, true
 	}
-	return c.deadline, true
+	return c.deadline, !c.deadline.IsZero()
 }
 
 // Done makes the channel and starts the timer on first use.
@@ -47,10 +47,12 @@ func (c *lazyDeadline) Done() <-chan struct{} {
 	switch {
 	case c.released:
 		c.closeLocked(context.Canceled)
-	case wait <= 0:
+	case !c.deadline.IsZero() && wait <= 0:
 		c.closeLocked(context.DeadlineExceeded)
 	default:
-		c.timer = time.AfterFunc(wait, func() { c.expire(context.DeadlineExceeded) })
+		if !c.deadline.IsZero() {
+			c.timer = time.AfterFunc(wait, func() { c.expire(context.DeadlineExceeded) })
+		}
 		if pd := c.Context.Done(); pd != nil {
 			// A parent that can end on its own (rare on this path) is
 			// watched until this context ends.
@@ -96,7 +98,7 @@ func (c *lazyDeadline) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(c.deadline) {
+	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
 		return context.DeadlineExceeded
 	}
 	return nil
@@ -120,7 +122,7 @@ func (c *lazyDeadline) release() {
 type CallContext struct {
 	lazyDeadline
 	inv   *Invocation
-	timed bool
+	timed bool // Start was given a deadline, or StartCancelable called
 }
 
 // Start makes c the context of inv under parent, bounded by d unless d is
@@ -130,6 +132,18 @@ func (c *CallContext) Start(parent context.Context, inv *Invocation, d time.Time
 	c.Context, c.deadline, c.inv, c.timed = parent, d, inv, !d.IsZero()
 	return c
 }
+
+// StartCancelable is Start for a call its peer may give up on (an HTTP/2
+// stream reset): Cancel may then end it from another goroutine. d may be
+// zero (no deadline).
+func (c *CallContext) StartCancelable(parent context.Context, inv *Invocation, d time.Time) context.Context {
+	c.Context, c.deadline, c.inv, c.timed = parent, d, inv, true
+	return c
+}
+
+// Cancel ends a call started with StartCancelable before it returns: Done
+// closes, Err says Canceled. It is safe while the call runs, and after.
+func (c *CallContext) Cancel() { c.release() }
 
 // Release ends the call: Done (if anyone asked for it) closes, Err says
 // Canceled.

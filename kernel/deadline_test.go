@@ -129,3 +129,37 @@ func TestCallContext(t *testing.T) {
 		t.Fatal("invocation lost")
 	}
 }
+
+// TestCallContextCancel: a call started cancelable ends when its peer gives
+// up, with or without a deadline, whether Done was asked for before or
+// after.
+func TestCallContextCancel(t *testing.T) {
+	for _, d := range []time.Time{{}, time.Now().Add(time.Hour)} {
+		var early, late CallContext
+		ctx := early.StartCancelable(context.Background(), nil, d)
+		if _, ok := ctx.Deadline(); ok != !d.IsZero() {
+			t.Fatalf("deadline %v: Deadline says %v", d, ok)
+		}
+		done := ctx.Done()
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		early.Cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			t.Fatal("Done did not close on Cancel")
+		}
+		if ctx.Err() != context.Canceled {
+			t.Fatalf("Err %v, want Canceled", ctx.Err())
+		}
+		ctx = late.StartCancelable(context.Background(), nil, d)
+		late.Cancel()
+		if ctx.Err() != context.Canceled {
+			t.Fatalf("Err %v before Done, want Canceled", ctx.Err())
+		}
+		<-ctx.Done()
+		early.Release()
+		late.Release()
+	}
+}

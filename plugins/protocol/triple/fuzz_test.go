@@ -96,7 +96,7 @@ func FuzzFraming(f *testing.F) {
 			if req == nil {
 				continue
 			}
-			c := req.Data.(*call)
+			c := req.Data.(*serverCall)
 			_ = view.Text(attachmentsOf(c.st.headers))
 			if !c.gzip {
 				(&protoArg{data: c.msg}).DecodeAs(reflect.TypeOf(&wrapperspb.StringValue{}))

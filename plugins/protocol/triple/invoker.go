@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +54,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	}
 	sc.refs++
 	p.mu.Unlock()
-	iv := &invoker{p: p, url: url, sc: sc, scheme: "http"}
+	iv := &invoker{p: p, url: url, addr: addr, sc: sc, scheme: "http"}
 	if p.tls {
 		iv.scheme = "https"
 	}
@@ -84,6 +85,8 @@ func (p *Protocol) release(addr string, sc *sharedClient) {
 type invoker struct {
 	p         *Protocol
 	url       *kernel.URL
+	addr      string
+	paths     sync.Map // method -> its :path header field, encoded
 	sc        *sharedClient
 	scheme    string
 	fixed     []byte // the header fields every call sends after :path
@@ -159,9 +162,13 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	}
 	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-5))
 
-	hb := make([]byte, 0, 128+len(iv.fixed))
+	path, ok := iv.paths.Load(inv.Method)
+	if !ok {
+		path, _ = iv.paths.LoadOrStore(inv.Method, appendHeaderField(nil, ":path", "/"+iv.url.Interface()+"/"+inv.Method))
+	}
+	hb := make([]byte, 0, 96+len(iv.fixed))
 	hb = append(hb, 0x83) // :method POST, static table entry 3
-	hb = appendHeaderField(hb, ":path", "/"+iv.url.Interface()+"/"+inv.Method)
+	hb = append(hb, path.([]byte)...)
 	hb = append(hb, iv.fixed...)
 	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
 	hb = appendMetadata(hb, inv.Attachments())
@@ -188,7 +195,7 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 // result reads a finished stream: the status in its trailers, its message
 // and its metadata as attachments.
 func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
-	addr := iv.url.Address()
+	addr := iv.addr
 	if s := header(r.headers, ":status"); s != "200" {
 		return kernel.Result{}, httpStatusError(s, addr)
 	}

@@ -211,6 +211,15 @@ func (p *Protocol) Destroy() {
 	p.draining.Wait()
 }
 
+// serverCall is everything a provider's call needs, in one allocation.
+type serverCall struct {
+	call
+	inv  kernel.Invocation
+	args [1]any
+	arg  protoArg
+	cc   kernel.CallContext
+}
+
 // call is a complete unary request.
 type call struct {
 	st          *stream
@@ -230,14 +239,15 @@ type handler struct {
 
 // Unserved forgets a stream the exchange server answered itself.
 func (h *handler) Unserved(_ *netty.Conn, req *netty.Request) {
-	if c, ok := req.Data.(*call); ok {
+	if c, ok := req.Data.(*serverCall); ok {
 		c.st.sc.done(c.st)
 	}
 }
 
 // Reply serves a call and returns its whole response as frames.
 func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
-	c := req.Data.(*call)
+	all := req.Data.(*serverCall)
+	c := &all.call
 	st, sc := c.st, c.st.sc
 	defer sc.done(st)
 	hdr := st.headers
@@ -259,28 +269,30 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 			return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request message: "+err.Error())
 		}
 	}
-	inv := &kernel.Invocation{Method: c.method, Args: []any{&protoArg{data: msg}}, RemoteAddr: conn.RemoteAddrString()}
+	all.arg.data = msg
+	all.args[0] = &all.arg
+	inv := &all.inv
+	*inv = kernel.Invocation{Method: c.method, Args: all.args[:], RemoteAddr: conn.RemoteAddrString()}
 	inv.SetAttachments(attachmentsOf(hdr))
 	budget := c.timeout
 	if own := e.invoker.URL().MethodTimeout(c.method, 0); own > 0 && (budget <= 0 || own < budget) {
 		budget = own
 	}
-	parent, cancel := context.WithCancel(context.Background())
-	sc.mu.Lock()
-	st.ctx, st.cancelFn = parent, cancel
-	reset := st.reset
-	sc.mu.Unlock()
-	defer cancel()
-	if reset {
-		return nil
-	}
 	var deadline time.Time
 	if budget > 0 {
 		deadline = time.Now().Add(budget)
 	}
-	var cc kernel.CallContext
-	ctx := cc.Start(parent, inv, deadline)
-	defer cc.Release()
+	// Cancelable: the client's RST_STREAM (or the connection's end) ends
+	// the call's context (stream.cancel).
+	ctx := all.cc.StartCancelable(context.Background(), inv, deadline)
+	defer all.cc.Release()
+	sc.mu.Lock()
+	st.cc = &all.cc
+	reset := st.reset
+	sc.mu.Unlock()
+	if reset {
+		return nil
+	}
 	res, err := e.invoker.Invoke(ctx, inv)
 	if err != nil {
 		code := kernel.CodeOf(err)
@@ -290,7 +302,7 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 				text = errors.Unwrap(err).Error()
 			}
 		}
-		if parent.Err() != nil {
+		if st.wasReset() {
 			return nil // the client reset the stream: nobody to answer
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && code != kernel.CodeTimeout {
@@ -322,10 +334,11 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 // windows is sent from here as they open; the rest goes as the Response.
 func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, att map[string]any) *netty.Response {
 	sc := st.sc
-	var hb []byte
+	hb := make([]byte, 0, 64)
 	hb = appendHeaderField(hb, ":status", "200")
 	hb = appendHeaderField(hb, "content-type", c.contentType)
-	frames := appendHeaders(nil, st.id, hb, sc.maxFrameNow(), false)
+	// One buffer for the frames: HEADERS, DATA, trailers.
+	frames := appendHeaders(make([]byte, 0, 3*frameHeaderLen+len(hb)+len(msg)+64), st.id, hb, sc.maxFrameNow(), false)
 	for len(msg) > 0 {
 		n, maxFrame := sc.reserve(ctx, st, len(msg))
 		if n == 0 {
@@ -343,7 +356,7 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 			frames = nil
 		}
 	}
-	var tb []byte
+	tb := hb[:0] // the header block is in frames already
 	tb = appendHeaderField(tb, "grpc-status", "0")
 	// Reply attachments travel in the trailers, as Dubbo 3 sends them.
 	tb = appendMetadata(tb, att)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -168,14 +169,19 @@ type stream struct {
 	// Shared, under sc.mu.
 	sendWindow int64
 	reset      bool
-	ctx        context.Context
-	cancelFn   context.CancelFunc
+	cc         *kernel.CallContext // the call's, once it runs
+}
+
+func (st *stream) wasReset() bool {
+	st.sc.mu.Lock()
+	defer st.sc.mu.Unlock()
+	return st.reset
 }
 
 func (st *stream) cancel() {
 	st.reset = true
-	if st.cancelFn != nil {
-		st.cancelFn()
+	if st.cc != nil {
+		st.cc.Cancel()
 	}
 }
 
@@ -650,7 +656,7 @@ func header(fs []hpack.HeaderField, name string) string {
 
 // newCall checks a request's headers and message: the call to serve, or the
 // HTTP and gRPC status to answer at once.
-func newCall(st *stream) (*call, int, int, string) {
+func newCall(st *stream) (*serverCall, int, int, string) {
 	h := st.headers
 	if m := header(h, ":method"); m != "POST" {
 		return nil, 405, statusInternal, fmt.Sprintf("method %q: gRPC calls are POST", cut(m))
@@ -664,7 +670,8 @@ func newCall(st *stream) (*call, int, int, string) {
 	if !ok {
 		return nil, 200, statusUnimplemented, fmt.Sprintf("malformed method name %q: want /service/method", cut(path))
 	}
-	c := &call{st: st, service: svc, method: method, contentType: ct}
+	all := &serverCall{call: call{st: st, service: svc, method: method, contentType: ct}}
+	c := &all.call
 	if v := header(h, "grpc-timeout"); v != "" {
 		d, err := parseTimeout(v)
 		if err != nil {
@@ -695,7 +702,7 @@ func newCall(st *stream) (*call, int, int, string) {
 		return nil, 200, statusInternal, fmt.Sprintf("message flag %d: 0 or 1", data[0])
 	}
 	c.msg = data[5:]
-	return c, 0, 0, ""
+	return all, 0, 0, ""
 }
 
 // splitPath splits "/package.Service/Method".
