@@ -533,6 +533,14 @@ type ServerOptions struct {
 	Framing func(es *ExchangeServer) extension.ChannelHandler
 }
 
+// GoingAway is a Framing handler told, when its server starts to close,
+// of each connection, before the calls in flight are waited for: an HTTP/2
+// server says GOAWAY then, so that its clients send their next calls
+// elsewhere while these finish.
+type GoingAway interface {
+	GoingAway(c *Conn)
+}
+
 // UnservedHandler is a RequestHandler told of each two-way request the
 // server answered itself, without calling Reply (every thread busy,
 // shutting down), so that it can release what it holds for the request.
@@ -827,6 +835,11 @@ func (s *ExchangeServer) Close(wait time.Duration) error {
 	s.closeMu.Lock()
 	s.closing = true
 	s.closeMu.Unlock()
+	if ga, ok := s.srv.handler.(GoingAway); ok {
+		for _, c := range s.srv.Channels() {
+			ga.GoingAway(c)
+		}
+	}
 	finished := make(chan struct{})
 	go func() { s.wg.Wait(); close(finished) }()
 	select {

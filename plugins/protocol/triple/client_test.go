@@ -181,3 +181,33 @@ func TestClientCancelResetsTheStream(t *testing.T) {
 		t.Fatal("RST_STREAM did not reach the provider")
 	}
 }
+
+// TestGracefulStopSaysGoAway: a provider that stops says GOAWAY: the call
+// it is serving finishes and is answered; a call sent after is refused at
+// once with a retryable error (another provider can take it), not lost.
+func TestGracefulStopSaysGoAway(t *testing.T) {
+	addr, e, p := serveP(t, nil)
+	iv := refer(t, addr, nil)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := iv.Invoke(context.Background(), kernel.NewInvocation("Slow", wrapperspb.String("x")))
+		slow <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	stopped := make(chan struct{})
+	go func() { p.Destroy(); close(stopped) }()
+	time.Sleep(50 * time.Millisecond)
+	_, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("late")))
+	if err == nil || !kernel.Retryable(err) {
+		t.Fatalf("a call after GOAWAY: %v (retryable %t), want a retryable refusal", err, kernel.Retryable(err))
+	}
+	e.hold <- struct{}{}
+	if err := <-slow; err != nil {
+		t.Fatalf("the call in flight at the stop: %v", err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the provider did not stop")
+	}
+}

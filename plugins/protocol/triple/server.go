@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -108,6 +109,18 @@ func (f *framing) Inline(c *netty.Conn, msg any) bool {
 	return f.es.Dispatch(c, msg.(*netty.Request), true)
 }
 
+// GoingAway says GOAWAY on a connection of a server that starts to close
+// (netty.GoingAway): the client sends no new call here, the calls it sent
+// finish, and a stream it opened meanwhile is refused (REFUSED_STREAM:
+// retryable elsewhere, it never started).
+func (f *framing) GoingAway(c *netty.Conn) {
+	if sc := f.state(c); sc != nil && !sc.stopping.Swap(true) {
+		last := sc.maxSeen.Load()
+		sc.stopLast.Store(last)
+		sc.send(appendGoAway(nil, last, errNo, "server stopping"))
+	}
+}
+
 // maxStreams is our SETTINGS_MAX_CONCURRENT_STREAMS: the calls one
 // connection may have open, well above `threads` (beyond which calls are
 // answered RESOURCE_EXHAUSTED at once) and bounding what a client may make
@@ -136,6 +149,9 @@ type serverConn struct {
 	goneAway                bool
 	streams                 map[uint32]*stream // receiving their request
 	maxStream               uint32             // the highest stream a client opened
+	maxSeen                 atomic.Uint32      // maxStream, for GoingAway
+	stopping                atomic.Bool        // GOAWAY sent by GoingAway
+	stopLast                atomic.Uint32      // the last stream it lets finish
 	buffered                int                // bytes held by streams
 	connUnacked             int                // bytes received, not yet given back by WINDOW_UPDATE
 
@@ -443,6 +459,7 @@ func (sc *serverConn) headers(f *frame) {
 			return
 		}
 		sc.maxStream = f.stream
+		sc.maxSeen.Store(f.stream)
 	}
 	sc.block = append(sc.block[:0], p...)
 	sc.blockStream = f.stream
@@ -481,6 +498,10 @@ func (sc *serverConn) endBlock() {
 	st := sc.streams[id]
 	if st == nil {
 		// A new stream.
+		if sc.stopping.Load() && id > sc.stopLast.Load() {
+			sc.send(appendRST(nil, id, errRefusedStream))
+			return
+		}
 		if len(sc.streams)+sc.inflightCount() >= maxStreams {
 			sc.send(appendRST(nil, id, errRefusedStream))
 			return

@@ -66,6 +66,12 @@ func (e *echo) Plain(ctx context.Context, s string) (string, error) { return s, 
 // serve exports an echo on a free port and returns its address.
 func serve(t *testing.T, params map[string]string) (string, *echo) {
 	t.Helper()
+	addr, e, _ := serveP(t, params)
+	return addr, e
+}
+
+func serveP(t *testing.T, params map[string]string) (string, *echo, *Protocol) {
+	t.Helper()
 	p := New(quiet)
 	t.Cleanup(p.Destroy)
 	e := &echo{hold: make(chan struct{}), ended: make(chan error, 1)}
@@ -79,7 +85,7 @@ func serve(t *testing.T, params map[string]string) (string, *echo) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return exp.(*exporter).BoundAddr(), e
+	return exp.(*exporter).BoundAddr(), e, p
 }
 
 // client is a raw HTTP/2 client: it sends what a test asks, byte for byte
