@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -256,4 +257,23 @@ consumer:
 		}
 		return err
 	})
+}
+
+// TestGRPCHealthProbe: grpc-go's health client (what grpc_health_probe and
+// Kubernetes' gRPC probes use) asks a weft Triple server.
+func TestGRPCHealthProbe(t *testing.T) {
+	_, cc := startTriple(t)
+	hc := healthpb.NewHealthClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, svc := range []string{"", "grpc.testing.TestService"} {
+		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Check(%q): %v %v, want SERVING", svc, res, err)
+		}
+	}
+	_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "no.Such"})
+	if st, _ := status.FromError(err); st.Code() != codes.NotFound {
+		t.Fatalf("Check of an unknown service: %v, want NotFound", err)
+	}
 }

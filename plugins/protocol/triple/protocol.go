@@ -253,6 +253,9 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 	hdr := st.headers
 	key := kernel.ServiceKey(c.service, header(hdr, headerServiceGroup), header(hdr, headerServiceVersion))
 	e := h.s.lookup(key)
+	if e == nil && c.service == healthService && !c.gzip {
+		return h.health(context.Background(), st, c, c.msg)
+	}
 	if e == nil {
 		if len(*h.s.exporters.Load()) == 0 {
 			return trailersOnly(st.id, statusUnavailable, kernel.CodeShuttingDown,
