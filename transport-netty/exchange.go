@@ -542,10 +542,11 @@ type GoingAway interface {
 }
 
 // UnservedHandler is a RequestHandler told of each two-way request the
-// server answered itself, without calling Reply (every thread busy,
-// shutting down), so that it can release what it holds for the request.
+// server answered itself (resp, already sent), without calling Reply
+// (every thread busy, shutting down), so that it can release what it holds
+// for the request, or answer it itself when resp means nothing on its wire.
 type UnservedHandler interface {
-	Unserved(ch *Conn, req *Request)
+	Unserved(ch *Conn, req *Request, resp *Response)
 }
 
 // ExchangeServer serves requests: heartbeats on the read loop, calls on a
@@ -700,9 +701,10 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 	if s.closing {
 		s.closeMu.RUnlock()
 		if req.TwoWay {
-			reply(conn, &Response{ID: req.ID, Status: StatusServerError,
-				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())})
-			s.unservedReq(conn, req)
+			resp := &Response{ID: req.ID, Status: StatusServerError,
+				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())}
+			reply(conn, resp)
+			s.unservedReq(conn, req, resp)
 		}
 		return true
 	}
@@ -715,9 +717,10 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		}
 		s.rejected.Add(1)
 		if req.TwoWay {
-			reply(conn, &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
-				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)})
-			s.unservedReq(conn, req)
+			resp := &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
+				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)}
+			reply(conn, resp)
+			s.unservedReq(conn, req, resp)
 		}
 		return true
 	}
@@ -739,9 +742,9 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 	return true
 }
 
-func (s *ExchangeServer) unservedReq(c *Conn, req *Request) {
+func (s *ExchangeServer) unservedReq(c *Conn, req *Request, resp *Response) {
 	if s.unserved != nil {
-		s.unserved.Unserved(c, req)
+		s.unserved.Unserved(c, req, resp)
 	}
 }
 

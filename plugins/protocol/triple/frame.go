@@ -82,10 +82,15 @@ type connError struct {
 // none (see appendHeaderField).
 type codec struct {
 	maxFrame int // the largest frame payload we accept (our SETTINGS_MAX_FRAME_SIZE)
+	maxBody  int // the largest HTTP/1.1 body (the payload limit); 0 on clients
 }
 
-// Decode splits the next frame (or the client preface) off src.
+// Decode splits the next frame (or the client preface, or an HTTP/1.1
+// request) off src.
 func (c *codec) Decode(src []byte) (any, int, error) {
+	if c.maxBody > 0 && isHTTP1(src) {
+		return decodeHTTP1(src, c.maxBody)
+	}
 	if len(src) > 0 && src[0] == 'P' {
 		// No frame starts with 'P': its length would be over 5 MB, above
 		// any SETTINGS_MAX_FRAME_SIZE we announce.
@@ -97,6 +102,17 @@ func (c *codec) Decode(src []byte) (any, int, error) {
 			return nil, 0, nil
 		}
 		return preface{}, len(clientPreface), nil
+	}
+	if len(src) > 0 && src[0] == 0x16 && c.maxBody > 0 {
+		// A TLS record (a ClientHello) where no frame can start: our
+		// frames are under 64 KiB, so their first byte is 0.
+		e := &connError{code: errProtocol, msg: "a TLS handshake on a plaintext Triple port: call it without TLS, or configure TLS on the provider"}
+		return nil, 0, &netty.FrameError{Close: true, Msg: e, Err: fmt.Errorf("weft: triple: %s", e.msg)}
+	}
+	if len(src) > 0 && src[0] != 0 && c.maxFrame < 1<<16 {
+		// Over any frame we accept: say so now, not after 9 bytes.
+		e := &connError{code: errFrameSize, msg: fmt.Sprintf("a frame of over 64 KiB (first byte 0x%02x), over SETTINGS_MAX_FRAME_SIZE %d", src[0], c.maxFrame)}
+		return nil, 0, &netty.FrameError{Close: true, Msg: e, Err: fmt.Errorf("weft: triple: %s", e.msg)}
 	}
 	if len(src) < frameHeaderLen {
 		return nil, 0, nil

@@ -67,10 +67,12 @@ func FuzzFraming(f *testing.F) {
 	}))
 	f.Add([]byte(http2.ClientPreface + "\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x04\x7f\xff\xff\xff"))
 	f.Add([]byte("PRI * HTTP/1.1\r\n"))
+	f.Add([]byte("POST /" + iface + "/Echo HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n\"hi\"" +
+		"POST /a/b HTTP/1.1\r\nContent-Length: 9\r\n\r\n[1,{},[]]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := &recorder{}
 		sc := newServerConn(&framing{payload: 1 << 16}, w)
-		cd := &codec{maxFrame: defaultMaxFrame}
+		cd := &codec{maxFrame: defaultMaxFrame, maxBody: 1 << 16}
 		for len(data) > 0 && !w.closed {
 			msg, n, err := cd.Decode(data)
 			if err != nil {
@@ -96,12 +98,22 @@ func FuzzFraming(f *testing.F) {
 			if req == nil {
 				continue
 			}
-			c := req.Data.(*serverCall)
-			_ = view.Text(attachmentsOf(c.st.headers))
-			if !c.gzip {
-				(&protoArg{data: c.msg}).DecodeAs(reflect.TypeOf(&wrapperspb.StringValue{}))
+			switch c := req.Data.(type) {
+			case *serverCall:
+				_ = view.Text(attachmentsOf(c.st.headers))
+				if !c.gzip {
+					(&protoArg{data: c.msg}).DecodeAs(reflect.TypeOf(&wrapperspb.StringValue{}))
+				}
+				sc.done(c.st)
+			case *http1Call:
+				if args, err := jsonArgsOf(c.r.body); err == nil {
+					for _, a := range args {
+						a.(*jsonArg).DecodeAs(reflect.TypeOf(&wrapperspb.StringValue{}))
+						a.(*jsonArg).DecodeAs(reflect.TypeOf(map[string]any{}))
+					}
+				}
+				c.answer(http1Answer(200, nil, false))
 			}
-			sc.done(c.st)
 		}
 		if sc.buffered < 0 || sc.buffered > maxBuffered || len(sc.streams) > maxStreams {
 			t.Fatalf("state out of bounds: %d bytes buffered, %d streams", sc.buffered, len(sc.streams))

@@ -161,10 +161,14 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 		if payload <= 0 {
 			payload = DefaultPayload
 		}
-		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), &codec{maxFrame: defaultMaxFrame},
+		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), &codec{maxFrame: defaultMaxFrame, maxBody: payload},
 			&handler{s: s, log: p.log},
 			netty.ServerOptions{
-				Heartbeat: -1, // HTTP/2 has PING; an idle client is no fault
+				// A connection that sends nothing for 3 heartbeats is
+				// closed, as Dubbo closes idle channels and gRPC servers
+				// with MaxConnectionIdle do: its client reconnects when
+				// it next calls.
+				Heartbeat: time.Duration(u.ParamInt("heartbeat", int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
 				Framing: func(es *netty.ExchangeServer) extension.ChannelHandler {
 					return &framing{es: es, payload: payload}
@@ -238,14 +242,24 @@ type handler struct {
 }
 
 // Unserved forgets a stream the exchange server answered itself.
-func (h *handler) Unserved(_ *netty.Conn, req *netty.Request) {
-	if c, ok := req.Data.(*serverCall); ok {
+func (h *handler) Unserved(_ *netty.Conn, req *netty.Request, resp *netty.Response) {
+	switch c := req.Data.(type) {
+	case *serverCall:
 		c.st.sc.done(c.st)
+	case *http1Call:
+		// The exchange server's answer was no HTTP/1.1 (appendResponse
+		// drops it): this one is, in the request's turn.
+		st, _ := exchangeStatus(resp.Status)
+		c.answer(http1Error(st, resp.ErrMsg, c.r.close))
 	}
 }
 
 // Reply serves a call and returns its whole response as frames.
 func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
+	if c, ok := req.Data.(*http1Call); ok {
+		c.answer(h.replyHTTP1(conn, c))
+		return nil
+	}
 	all := req.Data.(*serverCall)
 	c := &all.call
 	st, sc := c.st, c.st.sc
@@ -397,18 +411,79 @@ func appendResponse(dst []byte, r *netty.Response) ([]byte, error) {
 	if a, ok := r.Data.(appender); ok {
 		return a.appendFrames(dst)
 	}
-	grpcStatus, code := statusUnknown, kernel.CodeUnknown
-	switch r.Status {
-	case netty.StatusServerThreadpoolExhausted:
-		grpcStatus, code = statusResourceExhausted, kernel.CodeLimitExceeded
-	case netty.StatusServerError:
-		grpcStatus, code = statusUnavailable, kernel.CodeShuttingDown
-	case netty.StatusBadRequest, netty.StatusBadResponse:
-		grpcStatus, code = statusInternal, kernel.CodeSerialization
-	case netty.StatusServerTimeout:
-		grpcStatus, code = statusDeadlineExceeded, kernel.CodeTimeout
+	if r.ID >= http1Base {
+		return dst, nil // an HTTP/1.1 call's: answered by Unserved
 	}
+	grpcStatus, code := exchangeStatus(r.Status)
 	return appendTrailersOnly(dst, uint32(r.ID), 200, grpcStatus, r.ErrMsg, code), nil
+}
+
+// exchangeStatus maps the statuses the exchange server answers with itself.
+func exchangeStatus(status byte) (int, kernel.Code) {
+	switch status {
+	case netty.StatusServerThreadpoolExhausted:
+		return statusResourceExhausted, kernel.CodeLimitExceeded
+	case netty.StatusServerError:
+		return statusUnavailable, kernel.CodeShuttingDown
+	case netty.StatusBadRequest, netty.StatusBadResponse:
+		return statusInternal, kernel.CodeSerialization
+	case netty.StatusServerTimeout:
+		return statusDeadlineExceeded, kernel.CodeTimeout
+	}
+	return statusUnknown, kernel.CodeUnknown
+}
+
+// replyHTTP1 serves an HTTP/1.1 JSON call and returns its answer.
+func (h *handler) replyHTTP1(conn *netty.Conn, c *http1Call) []byte {
+	r := c.r
+	if r.method != "POST" {
+		return http1Answer(405, []byte(`{"code":13,"message":"Triple's HTTP/1.1 calls are POST with a JSON body"}`), r.close)
+	}
+	if ct := r.headers["content-type"]; ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return http1Answer(415, []byte(fmt.Sprintf(`{"code":13,"message":%q}`, "content-type "+cut(ct)+": HTTP/1.1 calls take application/json")), r.close)
+	}
+	svc, method, ok := splitPath(r.path)
+	if !ok {
+		return http1Error(statusUnimplemented, fmt.Sprintf("malformed method name %q: want /service/method", cut(r.path)), r.close)
+	}
+	key := kernel.ServiceKey(svc, r.headers[headerServiceGroup], r.headers[headerServiceVersion])
+	e := h.s.lookup(key)
+	if e == nil {
+		return http1Error(statusUnimplemented, fmt.Sprintf("unknown service %s (exported here: %s)", view.Cut(key, 200), strings.Join(h.s.keys(), ", ")), r.close)
+	}
+	args, err := jsonArgsOf(r.body)
+	if err != nil {
+		return http1Error(statusInvalidArgument, err.Error(), r.close)
+	}
+	inv := &kernel.Invocation{Method: method, Args: args, RemoteAddr: conn.RemoteAddrString()}
+	att := map[string]any{}
+	for k, v := range r.headers {
+		if !reservedHeader(k) {
+			att[k] = v
+		}
+	}
+	inv.SetAttachments(att)
+	var deadline time.Time
+	if own := e.invoker.URL().MethodTimeout(method, 0); own > 0 {
+		deadline = time.Now().Add(own)
+	}
+	var cc kernel.CallContext
+	ctx := cc.Start(context.Background(), inv, deadline)
+	defer cc.Release()
+	res, err := e.invoker.Invoke(ctx, inv)
+	if err != nil {
+		code := kernel.CodeOf(err)
+		text := err.Error()
+		if code == kernel.CodeBiz && errors.Unwrap(err) != nil {
+			text = errors.Unwrap(err).Error()
+		}
+		return http1Error(grpcStatusOf(code), text, r.close)
+	}
+	body, err := jsonResult(res.Value)
+	if err != nil {
+		return http1Error(statusInternal, "result as JSON: "+err.Error(), r.close)
+	}
+	return http1Answer(200, body, r.close)
 }
 
 // appendMetadata appends attachments as response headers: strings as they

@@ -36,8 +36,8 @@ func (f *framing) state(ch extension.Channel) *serverConn {
 	return sc
 }
 
-// Connected sends the server's preface (its SETTINGS) and opens the
-// connection's receive window beyond HTTP/2's 64 KiB.
+// Connected makes the connection's state; the server's preface waits for
+// the client's (serverConn.preface).
 func (f *framing) Connected(ch extension.Channel) {
 	c := ch.(*netty.Conn)
 	c.SetAttr(connKey{}, newServerConn(f, c))
@@ -49,14 +49,20 @@ func newServerConn(f *framing, w wire) *serverConn {
 	sc.cond = sync.NewCond(&sc.mu)
 	sc.dec = hpack.NewDecoder(4096, sc.field)
 	sc.dec.SetMaxStringLength(maxHeaderListSize)
+	return sc
+}
+
+// preface answers the client's preface with the server's (its SETTINGS),
+// and opens the connection's receive window beyond HTTP/2's 64 KiB. Not
+// before: a client that speaks HTTP/1.1 gets no HTTP/2 bytes.
+func (sc *serverConn) preface() {
 	b := appendSettings(nil,
 		settingMaxConcurrentStreams, maxStreams,
 		settingInitialWindowSize, recvWindow,
 		settingMaxFrameSize, defaultMaxFrame,
 		settingMaxHeaderListSize, maxHeaderListSize)
 	b = appendWindowUpdate(b, 0, connRecvWindow-defaultInitialWindow)
-	w.Send(rawFrames(b))
-	return sc
+	sc.send(b)
 }
 
 // Disconnected ends the connection's calls: their answers have nowhere to go.
@@ -163,6 +169,7 @@ type serverConn struct {
 	fieldsSize  int
 	fieldsOver  bool
 	ready       *netty.Request // the call the frame being run completed
+	h1          *http1Conn     // an HTTP/1.1 connection's answers
 
 	mu           sync.Mutex
 	cond         *sync.Cond
@@ -236,13 +243,16 @@ func (sc *serverConn) resetStream(id, code uint32) {
 func (sc *serverConn) received(msg any) *netty.Request {
 	switch m := msg.(type) {
 	case preface:
-		if sc.gotPreface {
-			sc.fail(errProtocol, "a second connection preface")
+		if sc.gotPreface || sc.h1 != nil {
+			sc.fail(errProtocol, "a second connection preface, or one after HTTP/1.1")
 			return nil
 		}
 		sc.gotPreface = true
+		sc.preface()
 	case *connError:
 		sc.fail(m.code, "%s", m.msg)
+	case *http1Request:
+		return sc.http1(m)
 	case *frame:
 		if sc.goneAway {
 			framePool.Put(m)
@@ -580,6 +590,43 @@ func (sc *serverConn) dataFrame(f *frame) {
 		sc.send(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
 		st.window += st.unacked
 		st.unacked = 0
+	}
+}
+
+// http1Base marks the request ids of HTTP/1.1 calls: above any HTTP/2
+// stream id.
+const http1Base = 1 << 40
+
+// http1 takes an HTTP/1.1 request: the connection is an HTTP/1.1 one from
+// its first request on.
+func (sc *serverConn) http1(r *http1Request) *netty.Request {
+	if sc.gotPreface {
+		sc.fail(errProtocol, "an HTTP/1.1 request inside HTTP/2")
+		return nil
+	}
+	if sc.h1 == nil {
+		sc.h1 = &http1Conn{}
+	}
+	seq := sc.h1.next
+	sc.h1.next++
+	if r.bad != "" {
+		sc.h1.deliver(sc.conn, seq, http1Answer(r.badStatus, []byte(fmt.Sprintf(`{"code":%d,"message":%q}`, statusInternal, r.bad)), true), true)
+		return nil
+	}
+	return &netty.Request{ID: http1Base + seq, TwoWay: true, Data: &http1Call{sc: sc, r: r, seq: seq}}
+}
+
+// http1Call is an HTTP/1.1 request on its way to be served.
+type http1Call struct {
+	sc  *serverConn
+	r   *http1Request
+	seq uint64
+}
+
+func (c *http1Call) answer(b []byte) {
+	c.sc.h1.deliver(c.sc.conn, c.seq, b, c.r.close)
+	if c.r.close {
+		c.sc.conn.CloseGracefully(time.Second)
 	}
 }
 

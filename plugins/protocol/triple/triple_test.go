@@ -1,6 +1,7 @@
 package triple
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -9,6 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,17 +356,19 @@ func TestMalformedConnections(t *testing.T) {
 			t.Errorf("%s: GOAWAY %v, want code %v", tc.name, ga, tc.code)
 		}
 	}
-	// A connection that is not HTTP/2 at all.
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	// Neither HTTP/2 nor HTTP/1.1: closed, with the server up.
+	for _, junk := range []string{"\x16\x03\x01\x00\xa5", "PRI * HTTP/1.1\r\n\r\n", "GET /\r\n\r\n"} {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(nc, junk)
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(nc); err != nil {
+			t.Fatalf("%q: the connection should close, got %v", junk, err)
+		}
+		nc.Close()
 	}
-	io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadAll(nc); err != nil {
-		t.Fatalf("an HTTP/1.1 request: the connection should close, got %v", err)
-	}
-	nc.Close()
 	c := dial(t, addr)
 	c.handshake()
 	if r, _ := c.read(c.call("Echo", lengthPrefixed(strMsg("still")))); r.status() != 0 {
@@ -477,5 +483,88 @@ func TestConcurrentStreams(t *testing.T) {
 		if got[id] != want {
 			t.Fatalf("stream %d: %q, want %q", id, got[id], want)
 		}
+	}
+}
+
+// TestHTTP1JSON: Triple's HTTP/1.1 form, as curl sends it: the arguments as
+// a JSON array (or a protobuf message in its JSON form), the answer as JSON,
+// answers in request order on a kept-alive connection.
+func TestHTTP1JSON(t *testing.T) {
+	addr, _ := serve(t, nil)
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		res, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := post("/"+iface+"/plain", `["world"]`); code != 200 || body != `"world"` {
+		t.Fatalf("plain: %d %s", code, body)
+	}
+	if code, body := post("/"+iface+"/Echo", `"hi"`); code != 200 || body != `"hi"` {
+		t.Fatalf("protobuf message: %d %s", code, body)
+	}
+	if code, body := post("/"+iface+"/Echo", `"fail"`); code != 500 || !strings.Contains(body, "failed as asked") {
+		t.Fatalf("business error: %d %s", code, body)
+	}
+	if code, body := post("/"+iface+"/nope", `[]`); code != 404 || !strings.Contains(body, "has no method") {
+		t.Fatalf("unknown method: %d %s", code, body)
+	}
+	if code, body := post("/no.Such/x", `[]`); code != 404 || !strings.Contains(body, "unknown service") {
+		t.Fatalf("unknown service: %d %s", code, body)
+	}
+	if code, body := post("/"+iface+"/plain", `[1, 2`); code != 400 {
+		t.Fatalf("bad JSON: %d %s", code, body)
+	}
+	if code, body := post("/"+iface+"/plain", `[{"not":"a string"}]`); code != 500 || !strings.Contains(body, "JSON argument") {
+		t.Fatalf("wrong argument type: %d %s", code, body)
+	}
+	// Pipelined on one connection: answers in order.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var req strings.Builder
+	for i := range 20 {
+		body := fmt.Sprintf(`["m%d"]`, i)
+		fmt.Fprintf(&req, "POST /%s/plain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", iface, len(body), body)
+	}
+	io.WriteString(nc, req.String())
+	br := bufio.NewReader(nc)
+	for i := range 20 {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if want := fmt.Sprintf(`"m%d"`, i); string(b) != want {
+			t.Fatalf("answer %d: %s, want %s", i, b, want)
+		}
+	}
+}
+
+// TestCurlJSON is the README's curl line against a weft provider.
+func TestCurlJSON(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl is not installed; .ci/run installs it")
+		}
+		t.Skip("no curl")
+	}
+	addr, _ := serve(t, nil)
+	out, err := exec.Command(curl, "-s", "-S", "--max-time", "10", "-H", "content-type: application/json",
+		"-d", `["world"]`, "http://"+addr+"/"+iface+"/plain").CombinedOutput()
+	if err != nil || string(out) != `"world"` {
+		t.Fatalf("curl: %s %v", out, err)
+	}
+	out, err = exec.Command(curl, "-s", "-S", "--max-time", "10", "-w", " %{http_code}", "-H", "content-type: application/json",
+		"-d", `["x"]`, "http://"+addr+"/"+iface+"/nope").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), " 404") || !strings.Contains(string(out), "has no method") {
+		t.Fatalf("curl of an unknown method: %s %v", out, err)
 	}
 }
