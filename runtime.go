@@ -366,8 +366,15 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*se
 	if err != nil {
 		return nil, err
 	}
+	streams := map[string]string{}
+	for m, k := range inv.StreamKinds() {
+		streams[m+"."+kernel.KeyStream] = k.String()
+	}
 	for i, u := range s.urls {
 		s.urls[i] = u.WithParam(kernel.KeyMethods, strings.Join(inv.MethodNames(), ","))
+		if len(streams) > 0 {
+			s.urls[i] = s.urls[i].WithParams(streams)
+		}
 		s.invokers = append(s.invokers, inv.WithURL(s.urls[i]))
 	}
 	return s, nil

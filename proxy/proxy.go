@@ -38,6 +38,7 @@ type method struct {
 	in      []reflect.Type // without ctx
 	hasVal  bool
 	hasErr  bool
+	stream  kernel.StreamKind
 }
 
 // ServiceInvoker calls the methods of one Go value. Its method table is built
@@ -92,7 +93,27 @@ func NewServiceInvoker(url *kernel.URL, impl any) (*ServiceInvoker, error) {
 		default:
 			continue
 		}
-		md.fast = fastPathOf(v, m, fn)
+		if kind, at := streamKindOf(md.in); at >= 0 {
+			// A stream parameter: server streaming takes its one request
+			// before it; the others take the stream alone.
+			want := map[kernel.StreamKind]string{
+				kernel.ServerStreaming: "func([ctx,] in, *proxy.ServerStream[Out]) error",
+				kernel.ClientStreaming: "func([ctx,] *proxy.ClientStream[In]) (Out, error)",
+				kernel.BidiStreaming:   "func([ctx,] *proxy.BidiStream[In, Out]) error",
+			}[kind]
+			ok := md.hasErr && md.hasVal == (kind == kernel.ClientStreaming)
+			if kind == kernel.ServerStreaming {
+				ok = ok && at == 1 && len(md.in) == 2
+			} else {
+				ok = ok && at == 0 && len(md.in) == 1
+			}
+			if !ok {
+				return nil, fmt.Errorf("weft: service %s: method %s takes a stream: a %s-streaming method is %s", url.ServiceKey(), m.Name, kind, want)
+			}
+			md.stream = kind
+		} else {
+			md.fast = fastPathOf(v, m, fn)
+		}
 		s.methods[md.name] = md
 		s.methods[m.Name] = md
 		s.names = append(s.names, md.name)
@@ -120,6 +141,18 @@ func (s *ServiceInvoker) IsAvailable() bool { return true }
 
 // Destroy does nothing: the implementation belongs to the user.
 func (s *ServiceInvoker) Destroy() {}
+
+// StreamKinds returns the streaming methods' kinds by wire name and by Go
+// name (unary methods are not in it).
+func (s *ServiceInvoker) StreamKinds() map[string]kernel.StreamKind {
+	kinds := map[string]kernel.StreamKind{}
+	for n, md := range s.methods { // wire and Go names both
+		if md.stream != kernel.Unary {
+			kinds[n] = md.stream
+		}
+	}
+	return kinds
+}
 
 // MethodNames lists the wire names of the service's methods, sorted.
 func (s *ServiceInvoker) MethodNames() []string { return append([]string(nil), s.names...) }
@@ -166,6 +199,10 @@ func (s *ServiceInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (re
 		in = append(in, reflect.ValueOf(&cctx).Elem())
 	}
 	for i, a := range inv.Args {
+		if st, ok := a.(kernel.Stream); ok && md.stream != kernel.Unary && md.in[i].Implements(streamEndType) {
+			in = append(in, bindStream(st, md.in[i]))
+			continue
+		}
 		v, cerr := convert(a, md.in[i])
 		if cerr != nil {
 			return res, kernel.Wrap(kernel.CodeSerialization, cerr, "method %s.%s argument %d", s.url.ServiceKey(), md.name, i)

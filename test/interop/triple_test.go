@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +25,8 @@ import (
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple"
+	"github.com/weftrpc/weft/proxy"
 )
 
 // testService is grpc.testing.TestService's unary part as a weft service:
@@ -35,6 +41,7 @@ func (s *testService) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.E
 }
 
 func (s *testService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	echoMetadata(ctx)
 	if st := in.GetResponseStatus(); st != nil && st.GetCode() != 0 {
 		// The interop suite's status_code_and_message: a business error
 		// carries its text; its code is UNKNOWN (2), which is what the
@@ -53,6 +60,81 @@ func (s *testService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (
 		return &testpb.SimpleResponse{Username: "weft"}, nil
 	}
 	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, in.GetResponseSize())}}, nil
+}
+
+// echoMetadata is the interop suite's custom_metadata: the initial value
+// comes back as a response header, the trailing one in the trailers.
+func echoMetadata(ctx context.Context) {
+	inv, ok := kernel.InvocationFrom(ctx)
+	if !ok {
+		return
+	}
+	if v := inv.AttachmentString("x-grpc-test-echo-initial"); v != "" {
+		triple.SetHeader(ctx, "x-grpc-test-echo-initial", v)
+	}
+	if v, ok := inv.Attachment("x-grpc-test-echo-trailing-bin"); ok {
+		kernel.SetReplyAttachment(ctx, "x-grpc-test-echo-trailing-bin", v)
+	}
+}
+
+func payloadOf(size int32) *testpb.Payload {
+	return &testpb.Payload{Type: testpb.PayloadType_COMPRESSABLE, Body: make([]byte, size)}
+}
+
+// StreamingOutputCall is server streaming: one answer per response
+// parameter, after its interval.
+func (s *testService) StreamingOutputCall(ctx context.Context, in *testpb.StreamingOutputCallRequest,
+	out *proxy.ServerStream[*testpb.StreamingOutputCallResponse]) error {
+	for _, p := range in.GetResponseParameters() {
+		if us := p.GetIntervalUs(); us > 0 {
+			time.Sleep(time.Duration(us) * time.Microsecond)
+		}
+		if err := out.Send(&testpb.StreamingOutputCallResponse{Payload: payloadOf(p.GetSize())}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StreamingInputCall is client streaming: the sum of the payload sizes.
+func (s *testService) StreamingInputCall(ctx context.Context, in *proxy.ClientStream[*testpb.StreamingInputCallRequest]) (*testpb.StreamingInputCallResponse, error) {
+	sum := 0
+	for {
+		m, err := in.Recv()
+		if err == io.EOF {
+			return &testpb.StreamingInputCallResponse{AggregatedPayloadSize: int32(sum)}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		sum += len(m.GetPayload().GetBody())
+	}
+}
+
+// FullDuplexCall is bidirectional: each request's response parameters are
+// answered as it comes; a response status ends the call with it.
+func (s *testService) FullDuplexCall(ctx context.Context, st *proxy.BidiStream[*testpb.StreamingOutputCallRequest, *testpb.StreamingOutputCallResponse]) error {
+	echoMetadata(ctx)
+	for {
+		in, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if rs := in.GetResponseStatus(); rs != nil && rs.GetCode() != 0 {
+			return errors.New(rs.GetMessage())
+		}
+		for _, p := range in.GetResponseParameters() {
+			if us := p.GetIntervalUs(); us > 0 {
+				time.Sleep(time.Duration(us) * time.Microsecond)
+			}
+			if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: payloadOf(p.GetSize())}); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // Sleep is not in TestService: it waits for its deadline, to show that the
@@ -275,5 +357,68 @@ func TestGRPCHealthProbe(t *testing.T) {
 	_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "no.Such"})
 	if st, _ := status.FromError(err); st.Code() != codes.NotFound {
 		t.Fatalf("Check of an unknown service: %v, want NotFound", err)
+	}
+}
+
+// buildGRPCInteropClient builds the gRPC project's interop client from the
+// module proxy (test/grpc-interop pins it).
+func buildGRPCInteropClient(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "interop-client")
+	cmd := exec.Command("go", "build", "-o", bin, "google.golang.org/grpc/interop/client")
+	cmd.Dir = "../grpc-interop"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building grpc-go's interop client: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestGRPCInteropClient runs grpc-go's own interop client, test case by test
+// case, against a weft Triple provider of grpc.testing.TestService.
+func TestGRPCInteropClient(t *testing.T) {
+	bin := buildGRPCInteropClient(t)
+	_, port := freeAddr(t)
+	startWeft(t,
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {tri: {port: %d}}
+provider:
+  services:
+    test: {interface: grpc.testing.TestService, protocol: tri}
+`, port))),
+		weft.WithService("test", &testService{slept: make(chan error, 1)}))
+	for _, tc := range []string{"empty_unary", "large_unary", "client_streaming", "server_streaming", "ping_pong",
+		"empty_stream", "timeout_on_sleeping_server", "cancel_after_begin", "cancel_after_first_response",
+		"status_code_and_message", "special_status_message", "custom_metadata", "unimplemented_method",
+		"unimplemented_service"} {
+		t.Run(tc, func(t *testing.T) {
+			cmd := exec.Command(bin, "-server_host", "127.0.0.1", "-server_port", fmt.Sprint(port), "-test_case", tc)
+			cmd.Env = append(os.Environ(), "GRPC_GO_LOG_SEVERITY_LEVEL=info")
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("%s did not finish in 60 s:\n%s", tc, out)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", tc, err, out)
+			}
+			// The client logs "[interop] <Case> done" when a case passed
+			// (and exits 1 when it failed).
+			passed := ""
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "[interop]") && strings.HasSuffix(strings.TrimSpace(l), " done") {
+					passed = strings.TrimSpace(l)
+				}
+			}
+			if passed == "" {
+				t.Fatalf("%s: no success line in the client's output:\n%s", tc, out)
+			}
+			t.Log(passed)
+		})
 	}
 }

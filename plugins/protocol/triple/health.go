@@ -43,7 +43,7 @@ func (h *handler) health(ctx context.Context, st *stream, c *call, msg []byte) *
 	}
 	// HealthCheckResponse{status = 1}: a varint field.
 	out := []byte{0, 0, 0, 0, 2, byte(protowire.EncodeTag(1, protowire.VarintType)), byte(status)}
-	return h.answer(ctx, st, c, out, nil)
+	return h.answer(ctx, st, c, out, nil, nil)
 }
 
 // healthRequest reads HealthCheckRequest{string service = 1}.

@@ -171,7 +171,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 				Heartbeat: time.Duration(u.ParamInt("heartbeat", int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
 				Framing: func(es *netty.ExchangeServer) extension.ChannelHandler {
-					return &framing{es: es, payload: payload}
+					return &framing{es: es, srv: s, payload: payload}
 				},
 			})
 		if err != nil {
@@ -218,6 +218,7 @@ func (p *Protocol) Destroy() {
 // serverCall is everything a provider's call needs, in one allocation.
 type serverCall struct {
 	call
+	ss   *serverStream // a client- or bidi-streaming call's
 	inv  kernel.Invocation
 	args [1]any
 	arg  protoArg
@@ -278,6 +279,9 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		return trailersOnly(st.id, statusUnimplemented, kernel.CodeServiceNotFound,
 			fmt.Sprintf("unknown service %s (exported here: %s); check the service name, tri-service-group and tri-service-version",
 				view.Cut(key, 200), strings.Join(h.s.keys(), ", ")))
+	}
+	if kind := kernel.ParseStreamKind(e.invoker.URL().MethodParam(c.method, kernel.KeyStream)); kind != kernel.Unary {
+		return h.replyStream(conn, e, all, kind)
 	}
 	msg := c.msg
 	if c.gzip {
@@ -343,17 +347,89 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "result: "+err.Error())
 	}
 	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
-	return h.answer(ctx, st, c, out, res.Attachments)
+	return h.answer(ctx, st, c, out, res.Attachments, headersOf(inv))
+}
+
+// replyStream serves a streaming call: the method gets its stream (and a
+// server-streaming one its request), sends on it, and its return ends the
+// call with the trailers.
+func (h *handler) replyStream(conn *netty.Conn, e *exporter, all *serverCall, kind kernel.StreamKind) *netty.Response {
+	c := &all.call
+	st, sc := c.st, c.st.sc
+	ss := all.ss
+	if ss == nil { // server streaming: its one request came whole
+		ss = newServerStream(st, c.contentType, sc.f.payload)
+		ss.ended = true
+		st.ss = ss
+	}
+	inv := &all.inv
+	if kind == kernel.ServerStreaming {
+		msg := c.msg
+		if c.gzip {
+			var err error
+			if msg, err = gunzip(msg, sc.f.payload); err != nil {
+				return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request message: "+err.Error())
+			}
+		}
+		all.arg.data = msg
+		*inv = kernel.Invocation{Method: c.method, Args: []any{&all.arg, ss}, RemoteAddr: conn.RemoteAddrString()}
+	} else {
+		*inv = kernel.Invocation{Method: c.method, Args: []any{ss}, RemoteAddr: conn.RemoteAddrString()}
+	}
+	inv.SetAttachments(attachmentsOf(st.headers))
+	budget := c.timeout
+	if own := e.invoker.URL().MethodTimeout(c.method, 0); own > 0 && (budget <= 0 || own < budget) {
+		budget = own
+	}
+	var deadline time.Time
+	if budget > 0 {
+		deadline = time.Now().Add(budget)
+	}
+	ctx := all.cc.StartCancelable(context.Background(), inv, deadline)
+	defer all.cc.Release()
+	ss.ctx, ss.inv = ctx, inv
+	sc.mu.Lock()
+	st.cc = &all.cc
+	reset := st.reset
+	sc.mu.Unlock()
+	if reset {
+		return nil
+	}
+	res, err := e.invoker.Invoke(ctx, inv)
+	if st.wasReset() {
+		return nil
+	}
+	if err == nil && kind == kernel.ClientStreaming {
+		// The method's one answer.
+		if res.Value == nil {
+			err = kernel.Errorf(kernel.CodeSerialization, "%s.%s returned no message", c.service, c.method)
+		} else {
+			err = ss.SendMsg(res.Value)
+		}
+	}
+	if err != nil {
+		code := kernel.CodeOf(err)
+		text := err.Error()
+		if code == kernel.CodeBiz && errors.Unwrap(err) != nil {
+			text = errors.Unwrap(err).Error()
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && code != kernel.CodeTimeout {
+			code, text = kernel.CodeTimeout, fmt.Sprintf("%s.%s passed its deadline of %v: %s", c.service, c.method, budget, text)
+		}
+		return ss.trailers(grpcStatusOf(code), code, view.Cut(text, netty.MaxErrorText), res.Attachments)
+	}
+	return ss.trailers(statusOK, 0, "", res.Attachments)
 }
 
 // answer returns the response of st: HEADERS, the message as DATA as the
 // flow-control windows allow, and the trailers. What does not fit the
 // windows is sent from here as they open; the rest goes as the Response.
-func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, att map[string]any) *netty.Response {
+func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, att, headers map[string]any) *netty.Response {
 	sc := st.sc
 	hb := make([]byte, 0, 64)
 	hb = appendHeaderField(hb, ":status", "200")
 	hb = appendHeaderField(hb, "content-type", c.contentType)
+	hb = appendMetadata(hb, headers)
 	// One buffer for the frames: HEADERS, DATA, trailers.
 	frames := appendHeaders(make([]byte, 0, 3*frameHeaderLen+len(hb)+len(msg)+64), st.id, hb, sc.maxFrameNow(), false)
 	for len(msg) > 0 {

@@ -25,6 +25,7 @@ import (
 // graceful stop.
 type framing struct {
 	es      *netty.ExchangeServer
+	srv     *server
 	payload int // the largest request message
 }
 
@@ -189,6 +190,9 @@ type stream struct {
 	unacked int // bytes received, not yet given back by WINDOW_UPDATE
 	window  int // what the client may still send on it
 
+	ss   *serverStream // a client- or bidi-streaming call's, served from its HEADERS
+	kind kernel.StreamKind
+
 	// Shared, under sc.mu.
 	sendWindow int64
 	reset      bool
@@ -205,6 +209,9 @@ func (st *stream) cancel() {
 	st.reset = true
 	if st.cc != nil {
 		st.cc.Cancel()
+	}
+	if st.ss != nil {
+		st.ss.fail(kernel.Errorf(kernel.CodeNetwork, "the client reset the stream"))
 	}
 }
 
@@ -523,6 +530,15 @@ func (sc *serverConn) endBlock() {
 			sc.answerNow(st, 431, statusResourceExhausted, fmt.Sprintf("request headers over %d bytes", maxHeaderListSize))
 			return
 		}
+		st.kind = sc.kindOf(st.headers)
+		if st.kind == kernel.ClientStreaming || st.kind == kernel.BidiStreaming {
+			sc.startStream(st)
+			if sc.blockEnd && st.ss != nil {
+				st.ss.data(nil, true) // no message at all
+				sc.forget(st)
+			}
+			return
+		}
 		if !sc.blockEnd {
 			return
 		}
@@ -530,8 +546,51 @@ func (sc *serverConn) endBlock() {
 		// Trailers must end the stream.
 		sc.resetStream(id, errProtocol)
 		return
+	} else if st.ss != nil {
+		// A streaming call's trailers: its last message was sent.
+		st.ss.data(nil, true)
+		sc.forget(st)
+		return
 	}
 	sc.complete(st)
+}
+
+// kindOf is how the method a request names streams, as its exporter
+// published it (kernel.KeyStream); Unary when it is unknown here.
+func (sc *serverConn) kindOf(h []hpack.HeaderField) kernel.StreamKind {
+	if sc.f.srv == nil {
+		return kernel.Unary
+	}
+	svc, method, ok := splitPath(header(h, ":path"))
+	if !ok {
+		return kernel.Unary
+	}
+	e := sc.f.srv.lookup(kernel.ServiceKey(svc, header(h, headerServiceGroup), header(h, headerServiceVersion)))
+	if e == nil {
+		return kernel.Unary
+	}
+	return kernel.ParseStreamKind(e.invoker.URL().MethodParam(method, kernel.KeyStream))
+}
+
+// startStream serves a client- or bidi-streaming call from its HEADERS:
+// its messages go to its serverStream as they come.
+func (sc *serverConn) startStream(st *stream) {
+	all, httpStatus, grpcStatus, msg := newCall(st, true)
+	if all == nil {
+		sc.answerNow(st, httpStatus, grpcStatus, msg)
+		return
+	}
+	st.ss = newServerStream(st, all.contentType, sc.f.payload)
+	all.ss = st.ss
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	st.sendWindow = sc.peerWindow
+	sc.inflight[st.id] = st
+	sc.mu.Unlock()
+	sc.ready = &netty.Request{ID: uint64(st.id), TwoWay: true, Data: all}
 }
 
 func (sc *serverConn) inflightCount() int {
@@ -566,6 +625,20 @@ func (sc *serverConn) dataFrame(f *frame) {
 	p, ok := payloadOf(f)
 	if !ok {
 		sc.fail(errProtocol, "DATA with bad padding")
+		return
+	}
+	if st.ss != nil {
+		// A streaming call's messages: its window comes back as the
+		// method receives them (serverStream.RecvMsg).
+		end := f.flags&flagEndStream != 0
+		if !st.ss.data(p, end) {
+			st.ss.fail(kernel.Errorf(kernel.CodeSerialization, "a stream message over the payload limit of %d bytes", sc.f.payload))
+			sc.resetStream(st.id, errCancel)
+			return
+		}
+		if end {
+			sc.forget(st)
+		}
 		return
 	}
 	if len(st.data)+len(p) > sc.f.payload+5 {
@@ -651,7 +724,7 @@ func (sc *serverConn) answerNow(st *stream, httpStatus, grpcStatus int, msg stri
 // received to return.
 func (sc *serverConn) complete(st *stream) {
 	sc.forget(st)
-	c, httpStatus, grpcStatus, msg := newCall(st)
+	c, httpStatus, grpcStatus, msg := newCall(st, false)
 	if c == nil {
 		sc.answerNow(st, httpStatus, grpcStatus, msg)
 		return
@@ -724,7 +797,7 @@ func header(fs []hpack.HeaderField, name string) string {
 
 // newCall checks a request's headers and message: the call to serve, or the
 // HTTP and gRPC status to answer at once.
-func newCall(st *stream) (*serverCall, int, int, string) {
+func newCall(st *stream, streaming bool) (*serverCall, int, int, string) {
 	h := st.headers
 	if m := header(h, ":method"); m != "POST" {
 		return nil, 405, statusInternal, fmt.Sprintf("method %q: gRPC calls are POST", cut(m))
@@ -748,6 +821,9 @@ func newCall(st *stream) (*serverCall, int, int, string) {
 		c.timeout = d
 	}
 	enc := header(h, "grpc-encoding")
+	if streaming {
+		return all, 0, 0, ""
+	}
 	data := st.data
 	if len(data) < 5 {
 		return nil, 200, statusInternal, fmt.Sprintf("request of %d bytes: a unary call sends one length-prefixed message", len(data))

@@ -1,0 +1,194 @@
+package triple
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weftrpc/weft/kernel"
+	netty "github.com/weftrpc/weft/transport-netty"
+)
+
+// A provider's streaming call. Client- and bidirectional-streaming calls
+// are served from their HEADERS on (their requests are messages to come);
+// a server-streaming call, whose request is one message, from its end, as
+// a unary one. The read loop queues the request messages as DATA brings
+// them; the method takes them with RecvMsg, which gives the client its
+// window back as it consumes (so a client cannot make the server hold more
+// than the stream's window); SendMsg sends HEADERS before the first answer
+// and each answer as DATA, as the client's windows allow; the method's
+// return sends the trailers.
+
+// serverStream is kernel.Stream on a provider's HTTP/2 stream.
+type serverStream struct {
+	st          *stream
+	ctx         context.Context
+	inv         *kernel.Invocation // the call's, for SetHeader
+	contentType string
+	maxMsg      int
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	msgs    [][]byte // complete request messages not yet received
+	partial []byte   // the start of the next one
+	ended   bool     // the client sent its last message
+	err     error    // the stream broke (reset, connection closed)
+	waiting bool     // a RecvMsg watches ctx (context.AfterFunc set)
+
+	sentHeaders bool // only the method's goroutine touches it
+}
+
+var _ kernel.Stream = (*serverStream)(nil)
+
+func newServerStream(st *stream, contentType string, maxMsg int) *serverStream {
+	ss := &serverStream{st: st, contentType: contentType, maxMsg: maxMsg}
+	ss.cond.L = &ss.mu
+	return ss
+}
+
+func (ss *serverStream) Context() context.Context { return ss.ctx }
+
+// data takes a DATA frame's payload on the read loop; false when a message
+// in it is over the payload limit.
+func (ss *serverStream) data(p []byte, end bool) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.partial = append(ss.partial, p...)
+	for len(ss.partial) >= 5 {
+		n := int(binary.BigEndian.Uint32(ss.partial[1:]))
+		if n > ss.maxMsg {
+			return false
+		}
+		if len(ss.partial) < 5+n {
+			break
+		}
+		ss.msgs = append(ss.msgs, ss.partial[:5+n:5+n])
+		ss.partial = ss.partial[5+n:]
+	}
+	if len(ss.partial) == 0 {
+		ss.partial = nil
+	}
+	if end {
+		ss.ended = true
+	}
+	ss.cond.Broadcast()
+	return true
+}
+
+// fail ends the stream's receiving side with err.
+func (ss *serverStream) fail(err error) {
+	ss.mu.Lock()
+	if ss.err == nil {
+		ss.err = err
+	}
+	ss.cond.Broadcast()
+	ss.mu.Unlock()
+}
+
+// RecvMsg decodes the next request into m, a protobuf message.
+func (ss *serverStream) RecvMsg(m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return kernel.Errorf(kernel.CodeSerialization, "RecvMsg into %T: Triple streams carry protobuf messages", m)
+	}
+	ss.mu.Lock()
+	for len(ss.msgs) == 0 && ss.err == nil && !ss.ended && ss.ctx.Err() == nil {
+		if !ss.waiting {
+			ss.waiting = true
+			context.AfterFunc(ss.ctx, func() {
+				ss.mu.Lock()
+				ss.cond.Broadcast()
+				ss.mu.Unlock()
+			})
+		}
+		ss.cond.Wait()
+	}
+	switch {
+	case len(ss.msgs) > 0:
+	case ss.err != nil:
+		err := ss.err
+		ss.mu.Unlock()
+		return err
+	case ss.ctx.Err() != nil:
+		ss.mu.Unlock()
+		return ss.ctx.Err()
+	default:
+		ss.mu.Unlock()
+		return io.EOF
+	}
+	msg := ss.msgs[0]
+	ss.msgs[0] = nil
+	ss.msgs = ss.msgs[1:]
+	ss.mu.Unlock()
+	// The client may send as much again.
+	ss.st.sc.send(appendWindowUpdate(nil, ss.st.id, uint32(len(msg))))
+	if msg[0] != 0 {
+		return kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream: not supported")
+	}
+	if err := proto.Unmarshal(msg[5:], pm); err != nil {
+		return kernel.Wrap(kernel.CodeSerialization, err, "stream message as %T", m)
+	}
+	return nil
+}
+
+// SendMsg sends one answer, HEADERS first.
+func (ss *serverStream) SendMsg(m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return kernel.Errorf(kernel.CodeSerialization, "SendMsg of %T: Triple streams carry protobuf messages", m)
+	}
+	out, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(pm)), pm)
+	if err != nil {
+		return kernel.Wrap(kernel.CodeSerialization, err, "stream message %T", m)
+	}
+	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
+	st, sc := ss.st, ss.st.sc
+	var frames []byte
+	if !ss.sentHeaders {
+		ss.sentHeaders = true
+		hb := appendHeaderField(nil, ":status", "200")
+		hb = appendHeaderField(hb, "content-type", ss.contentType)
+		hb = appendMetadata(hb, headersOf(ss.inv))
+		frames = appendHeaders(nil, st.id, hb, sc.maxFrameNow(), false)
+	}
+	for len(out) > 0 {
+		n, maxFrame := sc.reserve(ss.ctx, st, len(out))
+		if n == 0 {
+			if len(frames) > 0 {
+				sc.send(frames)
+			}
+			if err := ss.ctx.Err(); err != nil {
+				return err
+			}
+			return kernel.Errorf(kernel.CodeNetwork, "the stream was reset or its connection closed")
+		}
+		frames = appendData(frames, st.id, out[:n], maxFrame, false)
+		out = out[n:]
+		sc.send(frames)
+		frames = nil
+	}
+	return nil
+}
+
+// trailers ends a stream the method has answered on: its status and the
+// reply attachments, after the answers.
+func (ss *serverStream) trailers(grpcStatus int, code kernel.Code, msg string, att map[string]any) *netty.Response {
+	if !ss.sentHeaders {
+		b := appendTrailersOnly(nil, ss.st.id, 200, grpcStatus, msg, code)
+		return &netty.Response{ID: uint64(ss.st.id), Status: netty.StatusOK, Data: rawFrames(b)}
+	}
+	tb := appendHeaderField(nil, "grpc-status", fmt.Sprint(grpcStatus))
+	if msg != "" {
+		tb = appendHeaderField(tb, "grpc-message", encodeMessage(msg))
+	}
+	if grpcStatus != statusOK {
+		tb = appendHeaderField(tb, headerExceptionCode, fmt.Sprint(int(code)))
+	}
+	tb = appendMetadata(tb, att)
+	return &netty.Response{ID: uint64(ss.st.id), Status: netty.StatusOK,
+		Data: rawFrames(appendHeaders(nil, ss.st.id, tb, ss.st.sc.maxFrameNow(), true))}
+}
