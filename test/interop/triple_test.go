@@ -364,11 +364,17 @@ func TestGRPCHealthProbe(t *testing.T) {
 // module proxy (test/grpc-interop pins it).
 func buildGRPCInteropClient(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "interop-client")
-	cmd := exec.Command("go", "build", "-o", bin, "google.golang.org/grpc/interop/client")
+	return buildTool(t, "google.golang.org/grpc/interop/client")
+}
+
+// buildTool builds one of test/grpc-interop's tools.
+func buildTool(t *testing.T, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = "../grpc-interop"
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building grpc-go's interop client: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }
@@ -420,5 +426,43 @@ provider:
 			}
 			t.Log(passed)
 		})
+	}
+}
+
+// TestGrpcurl: grpcurl (from the module proxy) lists, describes and calls a
+// weft Triple provider through server reflection, and probes its health.
+func TestGrpcurl(t *testing.T) {
+	bin := buildTool(t, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
+	addr, port := freeAddr(t)
+	startWeft(t,
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {tri: {port: %d}}
+provider:
+  services:
+    test: {interface: grpc.testing.TestService, protocol: tri}
+`, port))),
+		weft.WithService("test", &testService{slept: make(chan error, 1)}))
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{"-plaintext", "-max-time", "20"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run(addr, "list"); !strings.Contains(out, "grpc.testing.TestService") || !strings.Contains(out, "grpc.health.v1.Health") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if out := run(addr, "describe", "grpc.testing.TestService"); !strings.Contains(out, "rpc FullDuplexCall ( stream .grpc.testing.StreamingOutputCallRequest ) returns ( stream .grpc.testing.StreamingOutputCallResponse )") {
+		t.Fatalf("describe:\n%s", out)
+	}
+	if out := run("-d", `{"fill_username": true}`, addr, "grpc.testing.TestService/UnaryCall"); !strings.Contains(out, `"username": "weft"`) {
+		t.Fatalf("UnaryCall:\n%s", out)
+	}
+	if out := run("-d", `{"response_parameters": [{"size": 3}, {"size": 4}]}`, addr, "grpc.testing.TestService/StreamingOutputCall"); strings.Count(out, `"payload"`) != 2 {
+		t.Fatalf("StreamingOutputCall:\n%s", out)
+	}
+	if out := run(addr, "grpc.health.v1.Health/Check"); !strings.Contains(out, "SERVING") {
+		t.Fatalf("health:\n%s", out)
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/weftrpc/weft/kernel"
 	netty "github.com/weftrpc/weft/transport-netty"
@@ -82,3 +86,45 @@ func (s *server) exports(iface string) bool {
 	}
 	return false
 }
+
+// healthFiles holds grpc/health/v1/health.proto for reflection, so that
+// tools that need the descriptor (grpcurl) call the health service of a
+// program that links no generated health code. It is this package's own
+// registry, not protobuf's global one; a program that links the generated
+// code has it there, and reflection looks there first.
+var healthFiles = func() *protoregistry.Files {
+	str := func(s string) *string { return &s }
+	i32 := func(n int32) *int32 { return &n }
+	optional := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
+	fdp := &descriptorpb.FileDescriptorProto{
+		Name:    str("grpc/health/v1/health.proto"),
+		Package: str("grpc.health.v1"),
+		Syntax:  str("proto3"),
+		Options: &descriptorpb.FileOptions{GoPackage: str("google.golang.org/grpc/health/grpc_health_v1")},
+		MessageType: []*descriptorpb.DescriptorProto{
+			{Name: str("HealthCheckRequest"), Field: []*descriptorpb.FieldDescriptorProto{
+				{Name: str("service"), Number: i32(1), Label: optional, Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), JsonName: str("service")}}},
+			{Name: str("HealthCheckResponse"),
+				Field: []*descriptorpb.FieldDescriptorProto{
+					{Name: str("status"), Number: i32(1), Label: optional, Type: descriptorpb.FieldDescriptorProto_TYPE_ENUM.Enum(),
+						TypeName: str(".grpc.health.v1.HealthCheckResponse.ServingStatus"), JsonName: str("status")}},
+				EnumType: []*descriptorpb.EnumDescriptorProto{{Name: str("ServingStatus"), Value: []*descriptorpb.EnumValueDescriptorProto{
+					{Name: str("UNKNOWN"), Number: i32(0)}, {Name: str("SERVING"), Number: i32(1)},
+					{Name: str("NOT_SERVING"), Number: i32(2)}, {Name: str("SERVICE_UNKNOWN"), Number: i32(3)}}}}},
+		},
+		Service: []*descriptorpb.ServiceDescriptorProto{{Name: str("Health"), Method: []*descriptorpb.MethodDescriptorProto{
+			{Name: str("Check"), InputType: str(".grpc.health.v1.HealthCheckRequest"), OutputType: str(".grpc.health.v1.HealthCheckResponse")},
+			{Name: str("Watch"), InputType: str(".grpc.health.v1.HealthCheckRequest"), OutputType: str(".grpc.health.v1.HealthCheckResponse"),
+				ServerStreaming: proto.Bool(true)},
+		}}},
+	}
+	fd, err := protodesc.NewFile(fdp, nil)
+	if err != nil {
+		panic("triple: health.proto: " + err.Error()) // a bug in the literal above
+	}
+	files := new(protoregistry.Files)
+	if err := files.RegisterFile(fd); err != nil {
+		panic("triple: health.proto: " + err.Error())
+	}
+	return files
+}()

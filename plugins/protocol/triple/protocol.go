@@ -106,12 +106,13 @@ func (s *server) keys() []string {
 }
 
 type exporter struct {
-	s       *server
-	key     string
-	invoker kernel.Invoker
-	once    sync.Once
-	p       *Protocol
-	addr    string
+	s          *server
+	unexported atomic.Bool
+	key        string
+	invoker    kernel.Invoker
+	once       sync.Once
+	p          *Protocol
+	addr       string
 }
 
 func (e *exporter) Invoker() kernel.Invoker { return e.invoker }
@@ -121,6 +122,7 @@ func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
 
 func (e *exporter) Unexport() {
 	e.once.Do(func() {
+		e.unexported.Store(true)
 		e.s.mu.Lock()
 		old := *e.s.exporters.Load()
 		m := make(map[string]*exporter, len(old))
@@ -266,10 +268,17 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 	st, sc := c.st, c.st.sc
 	defer sc.done(st)
 	hdr := st.headers
-	key := kernel.ServiceKey(c.service, header(hdr, headerServiceGroup), header(hdr, headerServiceVersion))
-	e := h.s.lookup(key)
+	e := st.exp
+	key := ""
+	if e == nil || e.unexported.Load() {
+		key = kernel.ServiceKey(c.service, header(hdr, headerServiceGroup), header(hdr, headerServiceVersion))
+		e = h.s.lookup(key)
+	}
 	if e == nil && c.service == healthService && !c.gzip {
 		return h.health(context.Background(), st, c, c.msg)
+	}
+	if e == nil && (c.service == reflectionV1 || c.service == reflectionV1alpha) && all.ss != nil {
+		return h.reflection(all)
 	}
 	if e == nil {
 		if len(*h.s.exporters.Load()) == 0 {

@@ -192,6 +192,7 @@ type stream struct {
 
 	ss   *serverStream // a client- or bidi-streaming call's, served from its HEADERS
 	kind kernel.StreamKind
+	exp  *exporter // the service it calls, as the read loop found it
 
 	// Shared, under sc.mu.
 	sendWindow int64
@@ -530,7 +531,7 @@ func (sc *serverConn) endBlock() {
 			sc.answerNow(st, 431, statusResourceExhausted, fmt.Sprintf("request headers over %d bytes", maxHeaderListSize))
 			return
 		}
-		st.kind = sc.kindOf(st.headers)
+		st.kind = sc.kindOf(st)
 		if st.kind == kernel.ClientStreaming || st.kind == kernel.BidiStreaming {
 			sc.startStream(st)
 			if sc.blockEnd && st.ss != nil {
@@ -557,18 +558,24 @@ func (sc *serverConn) endBlock() {
 
 // kindOf is how the method a request names streams, as its exporter
 // published it (kernel.KeyStream); Unary when it is unknown here.
-func (sc *serverConn) kindOf(h []hpack.HeaderField) kernel.StreamKind {
+// It keeps the exporter it found for the handler.
+func (sc *serverConn) kindOf(st *stream) kernel.StreamKind {
 	if sc.f.srv == nil {
 		return kernel.Unary
 	}
+	h := st.headers
 	svc, method, ok := splitPath(header(h, ":path"))
 	if !ok {
 		return kernel.Unary
+	}
+	if svc == reflectionV1 || svc == reflectionV1alpha {
+		return kernel.BidiStreaming // served by the server itself
 	}
 	e := sc.f.srv.lookup(kernel.ServiceKey(svc, header(h, headerServiceGroup), header(h, headerServiceVersion)))
 	if e == nil {
 		return kernel.Unary
 	}
+	st.exp = e
 	return kernel.ParseStreamKind(e.invoker.URL().MethodParam(method, kernel.KeyStream))
 }
 

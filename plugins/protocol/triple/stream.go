@@ -95,6 +95,18 @@ func (ss *serverStream) RecvMsg(m any) error {
 	if !ok {
 		return kernel.Errorf(kernel.CodeSerialization, "RecvMsg into %T: Triple streams carry protobuf messages", m)
 	}
+	msg, err := ss.recvRaw()
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(msg, pm); err != nil {
+		return kernel.Wrap(kernel.CodeSerialization, err, "stream message as %T", m)
+	}
+	return nil
+}
+
+// recvRaw waits for the next request message and returns its encoding.
+func (ss *serverStream) recvRaw() ([]byte, error) {
 	ss.mu.Lock()
 	for len(ss.msgs) == 0 && ss.err == nil && !ss.ended && ss.ctx.Err() == nil {
 		if !ss.waiting {
@@ -112,13 +124,13 @@ func (ss *serverStream) RecvMsg(m any) error {
 	case ss.err != nil:
 		err := ss.err
 		ss.mu.Unlock()
-		return err
+		return nil, err
 	case ss.ctx.Err() != nil:
 		ss.mu.Unlock()
-		return ss.ctx.Err()
+		return nil, ss.ctx.Err()
 	default:
 		ss.mu.Unlock()
-		return io.EOF
+		return nil, io.EOF
 	}
 	msg := ss.msgs[0]
 	ss.msgs[0] = nil
@@ -127,12 +139,9 @@ func (ss *serverStream) RecvMsg(m any) error {
 	// The client may send as much again.
 	ss.st.sc.send(appendWindowUpdate(nil, ss.st.id, uint32(len(msg))))
 	if msg[0] != 0 {
-		return kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream: not supported")
+		return nil, kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream: not supported")
 	}
-	if err := proto.Unmarshal(msg[5:], pm); err != nil {
-		return kernel.Wrap(kernel.CodeSerialization, err, "stream message as %T", m)
-	}
-	return nil
+	return msg[5:], nil
 }
 
 // SendMsg sends one answer, HEADERS first.
@@ -145,6 +154,16 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err != nil {
 		return kernel.Wrap(kernel.CodeSerialization, err, "stream message %T", m)
 	}
+	return ss.sendPrefixed(out)
+}
+
+// sendRaw sends an encoded message.
+func (ss *serverStream) sendRaw(b []byte) error {
+	return ss.sendPrefixed(append(make([]byte, 5, 5+len(b)), b...))
+}
+
+// sendPrefixed sends out, a message after 5 bytes of room for its prefix.
+func (ss *serverStream) sendPrefixed(out []byte) error {
 	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
 	st, sc := ss.st, ss.st.sc
 	var frames []byte
