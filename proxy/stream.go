@@ -26,7 +26,7 @@ func (s *ServerStream[Out]) Send(m Out) error { return s.s.SendMsg(m) }
 func (s *ServerStream[Out]) Context() context.Context { return s.s.Context() }
 
 func (*ServerStream[Out]) streamKind() kernel.StreamKind { return kernel.ServerStreaming }
-func (s *ServerStream[Out]) bind(st kernel.Stream)      { s.s = st }
+func (s *ServerStream[Out]) bind(st kernel.Stream)       { s.s = st }
 
 // ClientStream receives a client-streaming method's requests.
 type ClientStream[In any] struct{ s kernel.Stream }
@@ -38,7 +38,7 @@ func (s *ClientStream[In]) Recv() (In, error) { return recv[In](s.s) }
 func (s *ClientStream[In]) Context() context.Context { return s.s.Context() }
 
 func (*ClientStream[In]) streamKind() kernel.StreamKind { return kernel.ClientStreaming }
-func (s *ClientStream[In]) bind(st kernel.Stream)      { s.s = st }
+func (s *ClientStream[In]) bind(st kernel.Stream)       { s.s = st }
 
 // BidiStream is both ends of a bidirectional method.
 type BidiStream[In, Out any] struct{ s kernel.Stream }
@@ -53,7 +53,7 @@ func (s *BidiStream[In, Out]) Send(m Out) error { return s.s.SendMsg(m) }
 func (s *BidiStream[In, Out]) Context() context.Context { return s.s.Context() }
 
 func (*BidiStream[In, Out]) streamKind() kernel.StreamKind { return kernel.BidiStreaming }
-func (s *BidiStream[In, Out]) bind(st kernel.Stream)      { s.s = st }
+func (s *BidiStream[In, Out]) bind(st kernel.Stream)       { s.s = st }
 
 // streamEnd is what the typed ends have in common.
 type streamEnd interface {
