@@ -444,7 +444,18 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 				}
 			}
 		}
-		if name == "" && len(rt.registryURLs) > 0 {
+		if name != "injvm" && len(rt.registryURLs) > 0 {
+			// From the registry; a protocol named keeps the providers of
+			// that protocol (Dubbo's RegistryDirectory with the
+			// consumer's `protocol`), as when one service is exported on
+			// dubbo and tri at once.
+			if name != "" {
+				p, err := rt.protocolFor(name)
+				if err != nil {
+					return nil, err
+				}
+				r.url = r.url.WithParam(cluster.KeyProtocols, p.Name)
+			}
 			r.discover = true
 			break
 		}

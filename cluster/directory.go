@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -99,6 +100,11 @@ func (d *StaticDirectory) Destroy() {
 // empty push is more often a registry hiccup than every provider gone.
 const KeyEmptyProtection = "empty.protection"
 
+// KeyProtocols on a consumer URL lists, comma-separated, the protocols of
+// the providers it takes from the registry (Dubbo's consumer `protocol`);
+// empty: all.
+const KeyProtocols = "protocols"
+
 // RegistryDirectory keeps a reference's invokers in step with a registry: it
 // is the NotifyListener of the consumer's subscription. Each notification is
 // the full provider list: providers that stay keep their invoker (and its
@@ -142,7 +148,11 @@ func (d *RegistryDirectory) Notify(urls []*kernel.URL) {
 	next := make(map[string]kernel.Invoker, len(urls))
 	list := make([]kernel.Invoker, 0, len(urls))
 	var added []string
+	wanted := d.url.Param(KeyProtocols)
 	for _, u := range urls {
+		if wanted != "" && !slices.Contains(strings.Split(wanted, ","), u.Protocol) {
+			continue
+		}
 		key := u.String()
 		if _, dup := next[key]; dup {
 			continue

@@ -55,14 +55,29 @@ type nodeClient struct {
 
 func startNode(t *testing.T, n *node, addr string, extra string) *weft.App {
 	t.Helper()
+	return startNodeP(t, "dubbo", n, addr, extra)
+}
+
+// protocols are those the cluster tests run over: the same clusters,
+// routers, filters and mocks over each.
+var protocols = []string{"dubbo", "tri"}
+
+func forEachProtocol(t *testing.T, test func(t *testing.T, proto string)) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) { test(t, proto) })
+	}
+}
+
+func startNodeP(t *testing.T, proto string, n *node, addr string, extra string) *weft.App {
+	t.Helper()
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", n),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
-protocols: {dubbo: {port: %s}}
+protocols: {%s: {port: %s}}
 provider:
   services:
-    node: {interface: org.weft.Node%s}
-`, port, extra))))
+    node: {interface: org.weft.Node, protocol: %s%s}
+`, proto, port, proto, extra))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +89,14 @@ provider:
 
 func consumer(t *testing.T, addrs []string, ref string) *nodeClient {
 	t.Helper()
+	return consumerP(t, "dubbo", addrs, ref)
+}
+
+func consumerP(t *testing.T, proto string, addrs []string, ref string) *nodeClient {
+	t.Helper()
 	urls := make([]string, len(addrs))
 	for i, a := range addrs {
-		urls[i] = "dubbo://" + a
+		urls[i] = proto + "://" + a
 	}
 	var c nodeClient
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("node", &c),
@@ -96,6 +116,10 @@ consumer:
 }
 
 func threeNodes(t *testing.T, delays ...time.Duration) ([]*node, []*weft.App, []string) {
+	return threeNodesP(t, "dubbo", delays...)
+}
+
+func threeNodesP(t *testing.T, proto string, delays ...time.Duration) ([]*node, []*weft.App, []string) {
 	var nodes []*node
 	var apps []*weft.App
 	var addrs []string
@@ -105,7 +129,7 @@ func threeNodes(t *testing.T, delays ...time.Duration) ([]*node, []*weft.App, []
 			n.delay = delays[i]
 		}
 		addr := freePort(t)
-		app := startNode(t, n, addr, "")
+		app := startNodeP(t, proto, n, addr, "")
 		t.Cleanup(func() { app.Stop(context.Background()) })
 		nodes, apps, addrs = append(nodes, n), append(apps, app), append(addrs, addr)
 	}
@@ -113,8 +137,12 @@ func threeNodes(t *testing.T, delays ...time.Duration) ([]*node, []*weft.App, []
 }
 
 func TestFailoverSurvivesAProviderStopping(t *testing.T) {
-	nodes, apps, addrs := threeNodes(t)
-	c := consumer(t, addrs, ", retries: 2, timeout: 2000")
+	forEachProtocol(t, testFailoverSurvivesAProviderStopping)
+}
+
+func testFailoverSurvivesAProviderStopping(t *testing.T, proto string) {
+	nodes, apps, addrs := threeNodesP(t, proto)
+	c := consumerP(t, proto, addrs, ", retries: 2, timeout: 2000")
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -152,9 +180,11 @@ func TestFailoverSurvivesAProviderStopping(t *testing.T) {
 	}
 }
 
-func TestBusinessErrorRunsOnce(t *testing.T) {
-	nodes, _, addrs := threeNodes(t)
-	c := consumer(t, addrs, ", retries: 2")
+func TestBusinessErrorRunsOnce(t *testing.T) { forEachProtocol(t, testBusinessErrorRunsOnce) }
+
+func testBusinessErrorRunsOnce(t *testing.T, proto string) {
+	nodes, _, addrs := threeNodesP(t, proto)
+	c := consumerP(t, proto, addrs, ", retries: 2")
 	err := c.Fail(context.Background(), "42")
 	if !kernel.IsBiz(err) || !strings.Contains(err.Error(), "insufficient funds: 42") {
 		t.Fatalf("err %v", err)
@@ -164,9 +194,11 @@ func TestBusinessErrorRunsOnce(t *testing.T) {
 	}
 }
 
-func TestForkingReturnsTheFastest(t *testing.T) {
-	_, _, addrs := threeNodes(t, 300*time.Millisecond, 10*time.Millisecond, 200*time.Millisecond)
-	c := consumer(t, addrs, ", cluster: forking, methods: {who: {forks: 3}}, timeout: 2000")
+func TestForkingReturnsTheFastest(t *testing.T) { forEachProtocol(t, testForkingReturnsTheFastest) }
+
+func testForkingReturnsTheFastest(t *testing.T, proto string) {
+	_, _, addrs := threeNodesP(t, proto, 300*time.Millisecond, 10*time.Millisecond, 200*time.Millisecond)
+	c := consumerP(t, proto, addrs, ", cluster: forking, methods: {who: {forks: 3}}, timeout: 2000")
 	start := time.Now()
 	got, err := c.Who(context.Background(), "x")
 	if err != nil || got != "n1" {
@@ -178,11 +210,15 @@ func TestForkingReturnsTheFastest(t *testing.T) {
 }
 
 func TestFailbackRetriesReachTheProvider(t *testing.T) {
+	forEachProtocol(t, testFailbackRetriesReachTheProvider)
+}
+
+func testFailbackRetriesReachTheProvider(t *testing.T, proto string) {
 	n := &node{name: "only", release: make(chan struct{})}
 	addr := freePort(t)
-	app := startNode(t, n, addr, ", executes: 1")
+	app := startNodeP(t, proto, n, addr, ", executes: 1")
 	defer app.Stop(context.Background())
-	c := consumer(t, []string{addr}, ", cluster: failback, timeout: 3000, params: {retry.period: 100}")
+	c := consumerP(t, proto, []string{addr}, ", cluster: failback, timeout: 3000, params: {retry.period: 100}")
 	// The first call takes the only slot...
 	held := make(chan error, 1)
 	go func() { _, err := c.Hold(context.Background()); held <- err }()
@@ -208,10 +244,12 @@ func TestFailbackRetriesReachTheProvider(t *testing.T) {
 	}
 }
 
-func TestRoutersChooseProviders(t *testing.T) {
-	_, _, addrs := threeNodes(t)
+func TestRoutersChooseProviders(t *testing.T) { forEachProtocol(t, testRoutersChooseProviders) }
+
+func testRoutersChooseProviders(t *testing.T, proto string) {
+	_, _, addrs := threeNodesP(t, proto)
 	port1 := addrs[1][strings.LastIndexByte(addrs[1], ':')+1:]
-	c := consumer(t, addrs, fmt.Sprintf(`, routers: [{rule: "method = who => port = %s"}]`, port1))
+	c := consumerP(t, proto, addrs, fmt.Sprintf(`, routers: [{rule: "method = who => port = %s"}]`, port1))
 	for range 20 {
 		if got, err := c.Who(context.Background(), "x"); err != nil || got != "n1" {
 			t.Fatalf("routed call went to %q (%v), want n1", got, err)
@@ -219,16 +257,18 @@ func TestRoutersChooseProviders(t *testing.T) {
 	}
 }
 
-func TestMockForceAndFail(t *testing.T) {
-	_, apps, addrs := threeNodes(t)
-	forced := consumer(t, addrs, `, methods: {who: {mock: "force:return 'mocked'"}}`)
+func TestMockForceAndFail(t *testing.T) { forEachProtocol(t, testMockForceAndFail) }
+
+func testMockForceAndFail(t *testing.T, proto string) {
+	_, apps, addrs := threeNodesP(t, proto)
+	forced := consumerP(t, proto, addrs, `, methods: {who: {mock: "force:return 'mocked'"}}`)
 	if got, err := forced.Who(context.Background(), "x"); err != nil || got != "mocked" {
 		t.Fatalf("force mock: %q %v", got, err)
 	}
 	for _, a := range apps {
 		a.Stop(context.Background())
 	}
-	onFail := consumer(t, addrs, `, retries: 0, methods: {who: {mock: "fail:return 'fallback'"}}`)
+	onFail := consumerP(t, proto, addrs, `, retries: 0, methods: {who: {mock: "fail:return 'fallback'"}}`)
 	if got, err := onFail.Who(context.Background(), "x"); err != nil || got != "fallback" {
 		t.Fatalf("fail mock with every provider down: %q %v", got, err)
 	}
@@ -286,7 +326,11 @@ func (r recorder) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.I
 }
 
 func TestClusterFiltersRunBeforeRoutingInvokerFiltersAfter(t *testing.T) {
-	nodes, _, addrs := threeNodes(t)
+	forEachProtocol(t, testClusterFiltersRunBeforeRoutingInvokerFiltersAfter)
+}
+
+func testClusterFiltersRunBeforeRoutingInvokerFiltersAfter(t *testing.T, proto string) {
+	nodes, _, addrs := threeNodesP(t, proto)
 	var seen atomic.Int64
 	rec := recorder{mu: &sync.Mutex{}, addrs: map[string]int{}}
 	var c nodeClient
@@ -296,8 +340,8 @@ func TestClusterFiltersRunBeforeRoutingInvokerFiltersAfter(t *testing.T) {
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 consumer:
   references:
-    node: {interface: org.weft.Node, url: "dubbo://%s?dubbo.tag=gray;dubbo://%s;dubbo://%s", filter: "recorder,tagger"}
-`, addrs[0], addrs[1], addrs[2]))))
+    node: {interface: org.weft.Node, url: "%[1]s://%[2]s?dubbo.tag=gray;%[1]s://%[3]s;%[1]s://%[4]s", filter: "recorder,tagger"}
+`, proto, addrs[0], addrs[1], addrs[2]))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,18 +16,20 @@ import (
 )
 
 // Native and WASM filters in one activation, on both sides of a real dubbo
-// call: each appends its name to the attachment "trace" on the way in (the
+// (and Triple) call: each appends its name to the attachment "trace" on the way in (the
 // service returns it) and to the result attachment "rtrace" on the way out
 // (which travels back with the response). The order is the activated order:
 // by `order`, then listed names where the list puts them.
-func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) {
+func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) { forEachProtocol(t, testWasmAndNativeFiltersRunInActivatedOrder) }
+
+func testWasmAndNativeFiltersRunInActivatedOrder(t *testing.T, proto string) {
 	dir := t.TempDir()
 	trace := buildWasmGuest(t, dir, "trace")
 	addr := freePort(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	provider := kernel.GroupProvider
 	startApp(t, fmt.Sprintf(`
-protocols: {dubbo: {port: %s}}
+protocols: {`+proto+`: {port: %s}}
 wasm:
   filters:
     wasm-a: {path: %q, groups: [provider], order: -200, config: {name: wasm-a}}
@@ -37,7 +39,7 @@ wasm:
 provider:
   filter: "default,wasm-listed"
   services:
-    tracer: {interface: org.weft.Tracer}
+    tracer: {interface: org.weft.Tracer, protocol: `+proto+`}
 `, port, trace, trace, trace, trace),
 		weft.WithService("tracer", tracer{}),
 		weft.WithFilter("n1", &kernel.Activate{Groups: []string{provider}, Order: -300}, traceFilter("n1")),
@@ -51,8 +53,8 @@ wasm:
     wasm-c: {path: %q, groups: [consumer], order: 5, config: {name: wasm-c}}
 consumer:
   references:
-    tracer: {interface: org.weft.Tracer, url: "dubbo://%s", retries: 0}
-`, trace, addr),
+    tracer: {interface: org.weft.Tracer, url: "%s://%s", retries: 0}
+`, trace, proto, addr),
 		weft.WithReference("tracer", &c),
 		weft.WithFilter("c1", &kernel.Activate{Groups: []string{consumer}, Order: 10}, traceFilter("c1")))
 

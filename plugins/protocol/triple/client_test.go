@@ -211,3 +211,23 @@ func TestGracefulStopSaysGoAway(t *testing.T) {
 		t.Fatal("the provider did not stop")
 	}
 }
+
+// TestNonIDL: a method of plain Go types over Triple, as Dubbo 3 and
+// dubbo-go carry it (hessian2 in a TripleRequestWrapper).
+func TestNonIDL(t *testing.T) {
+	addr, _ := serve(t, nil)
+	iv := refer(t, addr, nil)
+	res, err := iv.Invoke(context.Background(), kernel.NewInvocation("plain", "hello"))
+	if err != nil || res.Value != "hello" {
+		t.Fatalf("plain: %v %v", res.Value, err)
+	}
+	big := strings.Repeat("é", 100000)
+	res, err = iv.Invoke(context.Background(), kernel.NewInvocation("plain", big))
+	if err != nil || res.Value != big {
+		t.Fatalf("plain of %d bytes: %v", len(big), err)
+	}
+	_, err = iv.Invoke(context.Background(), kernel.NewInvocation("plain", int64(3)))
+	if kernel.CodeOf(err) != kernel.CodeSerialization {
+		t.Fatalf("a long for a string: %v", err)
+	}
+}

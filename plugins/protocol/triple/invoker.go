@@ -58,7 +58,8 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	if p.tls {
 		iv.scheme = "https"
 	}
-	iv.fixed = iv.fixedHeaders()
+	iv.fixed = iv.fixedHeaders("application/grpc+proto")
+	iv.fixedHessian = iv.fixedHeaders("application/grpc+hessian2")
 	return iv, nil
 }
 
@@ -83,14 +84,16 @@ func (p *Protocol) release(addr string, sc *sharedClient) {
 }
 
 type invoker struct {
-	p         *Protocol
-	url       *kernel.URL
-	addr      string
-	paths     sync.Map // method -> its :path header field, encoded
-	sc        *sharedClient
-	scheme    string
-	fixed     []byte // the header fields every call sends after :path
-	destroyed atomic.Bool
+	p      *Protocol
+	url    *kernel.URL
+	addr   string
+	paths  sync.Map // method -> its :path header field, encoded
+	sc     *sharedClient
+	scheme string
+	fixed  []byte // the header fields every call sends after :path
+	// fixedHessian is fixed for non-IDL calls.
+	fixedHessian []byte
+	destroyed    atomic.Bool
 }
 
 func (iv *invoker) URL() *kernel.URL { return iv.url }
@@ -114,11 +117,11 @@ func (iv *invoker) Destroy() {
 // fixedHeaders are the fields of every call of this invoker: scheme,
 // authority, content type, and the service's group and version as Dubbo 3
 // sends them.
-func (iv *invoker) fixedHeaders() []byte {
+func (iv *invoker) fixedHeaders(contentType string) []byte {
 	var hb []byte
 	hb = appendHeaderField(hb, ":scheme", iv.scheme)
 	hb = appendHeaderField(hb, ":authority", iv.url.Address())
-	hb = appendHeaderField(hb, "content-type", "application/grpc+proto")
+	hb = appendHeaderField(hb, "content-type", contentType)
 	hb = appendHeaderField(hb, "te", "trailers")
 	hb = appendHeaderField(hb, "user-agent", "weft-triple")
 	if g := iv.url.Param(kernel.KeyGroup); g != "" {
@@ -143,22 +146,28 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		return kernel.Result{}, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
 			Msg: fmt.Sprintf("no time left to call %s.%s on %s", iv.url.ServiceKey(), inv.Method, iv.url.Address())}
 	}
-	if len(inv.Args) != 1 {
-		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s.%s over Triple takes one protobuf message, got %d arguments",
-			iv.url.ServiceKey(), inv.Method, len(inv.Args))
-	}
+	// One protobuf message is an IDL call; anything else goes wrapped,
+	// hessian2 (Dubbo 3's non-IDL form).
 	var msg []byte
-	switch a := inv.Args[0].(type) {
-	case proto.Message:
+	nonIDL := true
+	if len(inv.Args) == 1 {
+		switch a := inv.Args[0].(type) {
+		case proto.Message:
+			var err error
+			if msg, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, 5, 5+proto.Size(a)), a); err != nil {
+				return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s.%s: request", iv.url.ServiceKey(), inv.Method)
+			}
+			nonIDL = false
+		case *protoArg: // a provider passing a call on as it came
+			msg = append(make([]byte, 5, 5+len(a.data)), a.data...)
+			nonIDL = false
+		}
+	}
+	if nonIDL {
 		var err error
-		if msg, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, 5, 5+proto.Size(a)), a); err != nil {
+		if msg, err = wrapArgs(make([]byte, 5, 64), inv.Args, inv.ParamTypes); err != nil {
 			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s.%s: request", iv.url.ServiceKey(), inv.Method)
 		}
-	case *protoArg: // a provider passing a call on as it came
-		msg = append(make([]byte, 5, 5+len(a.data)), a.data...)
-	default:
-		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s.%s over Triple takes a protobuf message, got %T",
-			iv.url.ServiceKey(), inv.Method, inv.Args[0])
 	}
 	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-5))
 
@@ -169,7 +178,11 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	hb := make([]byte, 0, 96+len(iv.fixed))
 	hb = append(hb, 0x83) // :method POST, static table entry 3
 	hb = append(hb, path.([]byte)...)
-	hb = append(hb, iv.fixed...)
+	if nonIDL {
+		hb = append(hb, iv.fixedHessian...)
+	} else {
+		hb = append(hb, iv.fixed...)
+	}
 	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
 	hb = appendMetadata(hb, inv.Attachments())
 	req := &clientCall{headers: hb, msg: msg}
@@ -189,7 +202,13 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	if r.err != nil {
 		return kernel.Result{}, r.err
 	}
-	return iv.result(r)
+	res, err := iv.result(r)
+	if err == nil && nonIDL {
+		if res.Value, err = unwrapResult(res.Value.(*protoArg).data); err != nil {
+			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s answered", iv.addr)
+		}
+	}
+	return res, err
 }
 
 // result reads a finished stream: the status in its trailers, its message

@@ -299,10 +299,19 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 			return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request message: "+err.Error())
 		}
 	}
-	all.arg.data = msg
-	all.args[0] = &all.arg
 	inv := &all.inv
-	*inv = kernel.Invocation{Method: c.method, Args: all.args[:], RemoteAddr: conn.RemoteAddrString()}
+	nonIDL := wrapped(c.contentType)
+	if nonIDL {
+		args, desc, err := unwrapArgs(msg)
+		if err != nil {
+			return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request: "+err.Error())
+		}
+		*inv = kernel.Invocation{Method: c.method, ParamTypes: desc, Args: args, RemoteAddr: conn.RemoteAddrString()}
+	} else {
+		all.arg.data = msg
+		all.args[0] = &all.arg
+		*inv = kernel.Invocation{Method: c.method, Args: all.args[:], RemoteAddr: conn.RemoteAddrString()}
+	}
 	inv.SetAttachments(attachmentsOf(hdr))
 	budget := c.timeout
 	if own := e.invoker.URL().MethodTimeout(c.method, 0); own > 0 && (budget <= 0 || own < budget) {
@@ -344,12 +353,19 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 	}
 	var out []byte
 	switch v := res.Value.(type) {
-	case proto.Message:
-		out, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(v)), v)
 	case nil:
 		out = make([]byte, 5)
+		if nonIDL {
+			out, err = wrapResult(out, nil)
+		}
+	case proto.Message:
+		out, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(v)), v)
 	default:
-		err = fmt.Errorf("%s.%s returned %T, not a protobuf message; Triple carries protobuf messages",
+		if nonIDL {
+			out, err = wrapResult(make([]byte, 5, 64), v)
+			break
+		}
+		err = fmt.Errorf("%s.%s returned %T, not a protobuf message; over Triple it is called with protobuf messages, or with hessian2 ones (content-type application/grpc+hessian2)",
 			c.service, c.method, res.Value)
 	}
 	if err != nil {
