@@ -20,7 +20,9 @@ import (
 // service returns it) and to the result attachment "rtrace" on the way out
 // (which travels back with the response). The order is the activated order:
 // by `order`, then listed names where the list puts them.
-func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) { forEachProtocol(t, testWasmAndNativeFiltersRunInActivatedOrder) }
+func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) {
+	forEachProtocol(t, testWasmAndNativeFiltersRunInActivatedOrder)
+}
 
 func testWasmAndNativeFiltersRunInActivatedOrder(t *testing.T, proto string) {
 	dir := t.TempDir()
