@@ -65,7 +65,7 @@ func main() {
 			os.Exit(2)
 		}
 		protocols += fmt.Sprintf("  tri: {host: %q, port: %s, threads: %d}\n", th, tp, *threads)
-		services += "    pbecho: {interface: weftbench.echo.EchoService, protocol: tri}\n"
+		services += "    pbecho: {interface: " + echopb.EchoServiceName + ", protocol: tri}\n"
 		opts = append(opts, weft.WithService("pbecho", protoEcho{}))
 	}
 	cfg := "application: {name: weft-echo}\nprotocols:\n" + protocols + "provider:\n  services:\n" + services
@@ -86,8 +86,11 @@ func main() {
 }
 
 // protoEcho is weftbench.echo.EchoService: a Go method on the generated
-// messages is all a Triple service needs.
+// messages is all a Triple service needs (echopb.EchoServiceServer, from
+// protoc-gen-weft, says which).
 type protoEcho struct{}
+
+var _ echopb.EchoServiceServer = protoEcho{}
 
 func (protoEcho) Echo(_ context.Context, in *echopb.EchoRequest) (*echopb.EchoReply, error) {
 	return &echopb.EchoReply{Msg: in.GetMsg()}, nil
