@@ -87,7 +87,9 @@ func (kinds) Count(ctx context.Context, in *proxy.ClientStream[*testpb.Req]) (*t
 	}
 }
 
-func (kinds) Chat(ctx context.Context, st *proxy.BidiStream[*testpb.Req, *testpb.Resp]) error { return nil }
+func (kinds) Chat(ctx context.Context, st *proxy.BidiStream[*testpb.Req, *testpb.Resp]) error {
+	return nil
+}
 
 // TestGeneratedServiceServesAndIsCalled: an implementation of the generated
 // interface is a weft service with its streaming kinds, and the generated
