@@ -137,6 +137,12 @@ func (c *clusterInvoker) timeout(method string) time.Duration {
 // the whole call, so failover gets past it to a healthy one. A call is then
 // bounded by (retries+1) × timeout, or earlier by the caller's deadline.
 func (c *clusterInvoker) try(ctx context.Context, iv kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+	if _, stream := inv.Attribute(kernel.AttrStream); stream {
+		// A stream outlives this call (it returns once the stream is
+		// open): its context is the caller's, and the protocol bounds the
+		// whole stream by the same `timeout`.
+		return iv.Invoke(ctx, inv)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv.Method))
 	defer cancel()
 	return iv.Invoke(ctx, inv)

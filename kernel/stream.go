@@ -60,3 +60,9 @@ type ClientStream interface {
 	// CloseSend says the consumer sends no more messages.
 	CloseSend() error
 }
+
+// AttrStream is the invocation attribute with which a consumer asks its
+// invoker to open a stream of this kind (a StreamKind) rather than wait for
+// one answer; the invoker's Result.Value is then a ClientStream. Protocols
+// without streams refuse it.
+const AttrStream = "weft.stream"

@@ -93,3 +93,73 @@ func bindStream(st kernel.Stream, t reflect.Type) reflect.Value {
 	v.Interface().(streamEnd).bind(st)
 	return v
 }
+
+// The typed ends of a consumer's streaming call. A stub's func field is a
+// streaming call when it returns one of them:
+//
+//	List func(ctx context.Context, in *pb.ListRequest) (*proxy.ServerStreamClient[*pb.Item], error)
+//	Upload func(ctx context.Context) (*proxy.ClientStreamClient[*pb.Chunk, *pb.Summary], error)
+//	Chat func(ctx context.Context) (*proxy.BidiStreamClient[*pb.Msg, *pb.Msg], error)
+//
+// The call opens when the func returns; the context bounds the whole
+// stream (its deadline, or the reference's timeout).
+
+// ServerStreamClient receives a server-streaming call's answers.
+type ServerStreamClient[Out any] struct{ s kernel.ClientStream }
+
+// Recv returns the next answer; io.EOF after the last (the call ended
+// well), or the call's error.
+func (s *ServerStreamClient[Out]) Recv() (Out, error) { return recv[Out](s.s) }
+
+// Context is the call's.
+func (s *ServerStreamClient[Out]) Context() context.Context { return s.s.Context() }
+
+func (*ServerStreamClient[Out]) clientKind() kernel.StreamKind { return kernel.ServerStreaming }
+func (s *ServerStreamClient[Out]) bindClient(st kernel.ClientStream) { s.s = st }
+
+// ClientStreamClient sends a client-streaming call's requests and receives
+// its one answer.
+type ClientStreamClient[In, Out any] struct{ s kernel.ClientStream }
+
+// Send sends one request.
+func (s *ClientStreamClient[In, Out]) Send(m In) error { return s.s.SendMsg(m) }
+
+// CloseAndRecv says the last request was sent and returns the answer.
+func (s *ClientStreamClient[In, Out]) CloseAndRecv() (Out, error) {
+	if err := s.s.CloseSend(); err != nil {
+		var zero Out
+		return zero, err
+	}
+	return recv[Out](s.s)
+}
+
+// Context is the call's.
+func (s *ClientStreamClient[In, Out]) Context() context.Context { return s.s.Context() }
+
+func (*ClientStreamClient[In, Out]) clientKind() kernel.StreamKind { return kernel.ClientStreaming }
+func (s *ClientStreamClient[In, Out]) bindClient(st kernel.ClientStream) { s.s = st }
+
+// BidiStreamClient is a consumer's end of a bidirectional call.
+type BidiStreamClient[In, Out any] struct{ s kernel.ClientStream }
+
+// Send sends one request.
+func (s *BidiStreamClient[In, Out]) Send(m In) error { return s.s.SendMsg(m) }
+
+// Recv returns the next answer; io.EOF after the last.
+func (s *BidiStreamClient[In, Out]) Recv() (Out, error) { return recv[Out](s.s) }
+
+// CloseSend says the last request was sent.
+func (s *BidiStreamClient[In, Out]) CloseSend() error { return s.s.CloseSend() }
+
+// Context is the call's.
+func (s *BidiStreamClient[In, Out]) Context() context.Context { return s.s.Context() }
+
+func (*BidiStreamClient[In, Out]) clientKind() kernel.StreamKind { return kernel.BidiStreaming }
+func (s *BidiStreamClient[In, Out]) bindClient(st kernel.ClientStream) { s.s = st }
+
+type clientEnd interface {
+	clientKind() kernel.StreamKind
+	bindClient(kernel.ClientStream)
+}
+
+var clientEndType = reflect.TypeOf((*clientEnd)(nil)).Elem()

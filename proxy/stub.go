@@ -63,6 +63,18 @@ func makeFunc(field, method string, ft reflect.Type, invoker func() (kernel.Invo
 	if nout == 2 {
 		valType = ft.Out(0)
 	}
+	kind := kernel.Unary
+	if valType != nil && valType.Kind() == reflect.Pointer && valType.Implements(clientEndType) {
+		kind = reflect.New(valType.Elem()).Interface().(clientEnd).clientKind()
+		nargs := ft.NumIn()
+		if withCtx {
+			nargs--
+		}
+		if want := map[bool]int{true: 1, false: 0}[kind == kernel.ServerStreaming]; nargs != want {
+			return reflect.Value{}, fmt.Errorf("weft: stub field %s: a %s-streaming call takes (ctx%s), got %s",
+				field, kind, map[bool]string{true: ", request", false: ""}[kind == kernel.ServerStreaming], ft)
+		}
+	}
 	fail := func(err error) []reflect.Value {
 		out := make([]reflect.Value, nout)
 		if valType != nil {
@@ -87,11 +99,26 @@ func makeFunc(field, method string, ft reflect.Type, invoker func() (kernel.Invo
 		if err != nil {
 			return fail(err)
 		}
-		res, err := ivk.Invoke(ctx, kernel.NewInvocation(method, args...))
+		inv := kernel.NewInvocation(method, args...)
+		if kind != kernel.Unary {
+			inv.SetAttribute(kernel.AttrStream, kind)
+		}
+		res, err := ivk.Invoke(ctx, inv)
 		if err != nil {
 			return fail(err)
 		}
 		out := make([]reflect.Value, nout)
+		if kind != kernel.Unary {
+			st, ok := res.Value.(kernel.ClientStream)
+			if !ok {
+				return fail(kernel.Errorf(kernel.CodeSerialization, "%s: the protocol opened no stream (got %T); streams need tri://", method, res.Value))
+			}
+			v := reflect.New(valType.Elem())
+			v.Interface().(clientEnd).bindClient(st)
+			out[0] = v
+			out[nout-1] = reflect.Zero(errType)
+			return out
+		}
 		if valType != nil {
 			rv, cerr := convert(res.Value, valType)
 			if cerr != nil {

@@ -271,9 +271,12 @@ func TestGRPCGoDeadlineReachesTripleProvider(t *testing.T) {
 // testClient is a weft stub of grpc.testing.TestService: the tags give the
 // methods' gRPC names.
 type testClient struct {
-	EmptyCall func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                  `weft:"EmptyCall"`
-	UnaryCall func(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) `weft:"UnaryCall"`
-	Missing   func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                  `weft:"UnimplementedCall"`
+	EmptyCall           func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                                                                       `weft:"EmptyCall"`
+	UnaryCall           func(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error)                                                      `weft:"UnaryCall"`
+	Missing             func(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error)                                                                       `weft:"UnimplementedCall"`
+	StreamingOutputCall func(ctx context.Context, in *testpb.StreamingOutputCallRequest) (*proxy.ServerStreamClient[*testpb.StreamingOutputCallResponse], error) `weft:"StreamingOutputCall"`
+	StreamingInputCall  func(ctx context.Context) (*proxy.ClientStreamClient[*testpb.StreamingInputCallRequest, *testpb.StreamingInputCallResponse], error)      `weft:"StreamingInputCall"`
+	FullDuplexCall      func(ctx context.Context) (*proxy.BidiStreamClient[*testpb.StreamingOutputCallRequest, *testpb.StreamingOutputCallResponse], error)      `weft:"FullDuplexCall"`
 }
 
 // TestWeftConsumerToGRPCGoServer: a weft consumer (App, cluster, filters,
@@ -464,5 +467,152 @@ provider:
 	}
 	if out := run(addr, "grpc.health.v1.Health/Check"); !strings.Contains(out, "SERVING") {
 		t.Fatalf("health:\n%s", out)
+	}
+}
+
+// streamingCases are grpc-go's interop streaming cases (interop/test_utils.go),
+// made by a weft consumer through its stub.
+func streamingCases(t *testing.T, c *testClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sizes := []int32{31415, 9, 2653, 58979}
+	t.Run("server_streaming", func(t *testing.T) {
+		req := &testpb.StreamingOutputCallRequest{}
+		for _, n := range sizes {
+			req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: n})
+		}
+		st, err := c.StreamingOutputCall(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range sizes {
+			m, err := st.Recv()
+			if err != nil || int32(len(m.GetPayload().GetBody())) != n {
+				t.Fatalf("answer %d: %d bytes, %v; want %d", i, len(m.GetPayload().GetBody()), err, n)
+			}
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("after the last answer: %v, want EOF", err)
+		}
+	})
+	t.Run("client_streaming", func(t *testing.T) {
+		st, err := c.StreamingInputCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0
+		for _, n := range []int{27182, 8, 1828, 45904} {
+			if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payloadOf(int32(n))}); err != nil {
+				t.Fatal(err)
+			}
+			sum += n
+		}
+		res, err := st.CloseAndRecv()
+		if err != nil || int(res.GetAggregatedPayloadSize()) != sum {
+			t.Fatalf("aggregated %d, %v; want %d", res.GetAggregatedPayloadSize(), err, sum)
+		}
+	})
+	t.Run("ping_pong", func(t *testing.T) {
+		st, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range sizes {
+			if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: n}},
+				Payload: payloadOf(int32(i * 1000))}); err != nil {
+				t.Fatal(err)
+			}
+			m, err := st.Recv()
+			if err != nil || int32(len(m.GetPayload().GetBody())) != n {
+				t.Fatalf("pong %d: %d bytes, %v", i, len(m.GetPayload().GetBody()), err)
+			}
+		}
+		st.CloseSend()
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("after CloseSend: %v, want EOF", err)
+		}
+	})
+	t.Run("empty_stream", func(t *testing.T) {
+		st, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.CloseSend()
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("%v, want EOF", err)
+		}
+	})
+	t.Run("status_over_stream", func(t *testing.T) {
+		st, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Send(&testpb.StreamingOutputCallRequest{ResponseStatus: &testpb.EchoStatus{Code: 2, Message: "test status message"}})
+		if _, err := st.Recv(); !kernel.IsBiz(err) || err.Error() != "test status message" {
+			t.Fatalf("%v (biz %t), want the status message as a business error", err, kernel.IsBiz(err))
+		}
+	})
+	t.Run("cancel_after_first_response", func(t *testing.T) {
+		cctx, ccancel := context.WithCancel(ctx)
+		st, err := c.FullDuplexCall(cctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 31415}}})
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		ccancel()
+		if _, err := st.Recv(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("after cancel: %v, want Canceled", err)
+		}
+	})
+	t.Run("timeout_on_sleeping_server", func(t *testing.T) {
+		tctx, tcancel := context.WithTimeout(ctx, time.Millisecond)
+		defer tcancel()
+		st, err := c.FullDuplexCall(tctx)
+		if err == nil {
+			st.Send(&testpb.StreamingOutputCallRequest{Payload: payloadOf(27182)})
+			_, err = st.Recv()
+		}
+		if kernel.CodeOf(err) != kernel.CodeTimeout && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%v (code %v), want a timeout", err, kernel.CodeOf(err))
+		}
+	})
+}
+
+// TestWeftConsumerStreams runs the streaming cases from a weft consumer,
+// against grpc-go's interop server and against a weft provider.
+func TestWeftConsumerStreams(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(gs, interop.NewTestServer())
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	_, port := freeAddr(t)
+	startWeft(t,
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {tri: {port: %d}}
+provider:
+  services:
+    test: {interface: grpc.testing.TestService, protocol: tri}
+`, port))),
+		weft.WithService("test", &testService{slept: make(chan error, 1)}))
+	for _, target := range []struct{ name, addr string }{{"grpc-go", ln.Addr().String()}, {"weft", fmt.Sprintf("127.0.0.1:%d", port)}} {
+		t.Run(target.name, func(t *testing.T) {
+			var c testClient
+			startWeft(t,
+				weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+consumer:
+  references:
+    test: {interface: grpc.testing.TestService, url: "tri://%s", timeout: 5000, retries: 0}
+`, target.addr))),
+				weft.WithReference("test", &c))
+			streamingCases(t, &c)
+		})
 	}
 }

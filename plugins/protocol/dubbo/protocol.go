@@ -512,6 +512,10 @@ var requestPool = sync.Pool{New: func() any { return new(RPCRequest) }}
 // than failing unsent; once the connection is closed the client refuses it
 // with a network error, which another provider can answer.
 func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
+	if _, ok := inv.Attribute(kernel.AttrStream); ok {
+		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s.%s streams: the dubbo protocol has one answer per call; refer the service over tri://",
+			iv.url.ServiceKey(), inv.Method)
+	}
 	timeout := iv.url.MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
 	// Encoded synchronously by the send and never kept: pooled.
 	req := requestPool.Get().(*RPCRequest)

@@ -26,9 +26,10 @@ import (
 
 // clientCall is a call on its way out.
 type clientCall struct {
-	headers []byte // the header block
-	msg     []byte // the length-prefixed message
-	reqID   uint64 // set by Sequence, on the caller's goroutine
+	headers []byte        // the header block
+	msg     []byte        // the length-prefixed message; nil for a client or bidi stream
+	reqID   uint64        // set by Sequence, on the caller's goroutine
+	stream  *clientStream // a streaming call's
 }
 
 // clientCodec is one exchange client's codec: its connections' state is in
@@ -52,6 +53,8 @@ type cstream struct {
 	// Under cc.mu: what is left to send and the stream's send window.
 	rest       []byte
 	sendWindow int64
+
+	stream *clientStream // a streaming call's: its answers go there
 }
 
 // Encode appends a call's frames with stream id 0 (Sequence sets it) and
@@ -63,6 +66,9 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 	}
 	call := req.Data.(*clientCall)
 	dst = appendHeaders(dst, 0, call.headers, defaultMaxFrame, false)
+	if call.msg == nil {
+		return dst, nil // a stream of requests: they follow (clientStream.SendMsg)
+	}
 	return appendData(dst, 0, call.msg, defaultMaxFrame, true), nil
 }
 
@@ -90,6 +96,10 @@ func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 	req.Data.(*clientCall).reqID = req.ID
 	st := &cstream{cc: cc, id: id, reqID: req.ID, sendWindow: cc.peerWindow}
 	cc.streams[id] = st
+	if cs := req.Data.(*clientCall).stream; cs != nil {
+		st.stream, cs.st, cs.cc = cs, st, cc
+		close(cs.ready)
+	}
 	c.mu.Lock()
 	c.calls[req.ID] = st
 	c.mu.Unlock()
@@ -183,6 +193,7 @@ func (f *clientFraming) Connected(ch extension.Channel) {
 	conn := ch.(*netty.Conn)
 	cc := &clientConn{f: f, conn: conn, nextStream: 1, streams: map[uint32]*cstream{},
 		peerWindow: defaultInitialWindow, sendWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame}
+	cc.cond.L = &cc.mu
 	cc.dec = hpack.NewDecoder(4096, cc.field)
 	cc.dec.SetMaxStringLength(maxHeaderListSize)
 	conn.SetAttr(clientKey{}, cc)
@@ -202,6 +213,8 @@ func (f *clientFraming) Disconnected(ch extension.Channel) {
 		cc.mu.Lock()
 		streams := cc.streams
 		cc.streams = map[uint32]*cstream{}
+		cc.closed = true
+		cc.cond.Broadcast()
 		cc.mu.Unlock()
 		for _, st := range streams {
 			f.codec.forget(st)
@@ -245,6 +258,8 @@ type clientConn struct {
 	blockEnd    bool
 
 	mu           sync.Mutex
+	cond         sync.Cond // on mu: the windows opened, or a stream or the connection ended
+	closed       bool
 	draining     bool // GOAWAY came: no new stream
 	nextStream   uint32
 	streams      map[uint32]*cstream
@@ -364,6 +379,7 @@ func (cc *clientConn) settings(f *frame) {
 			for _, st := range cc.streams {
 				st.sendWindow += delta
 			}
+			cc.cond.Broadcast()
 			cc.mu.Unlock()
 			cc.pump()
 		case settingMaxFrameSize:
@@ -392,6 +408,7 @@ func (cc *clientConn) windowUpdate(f *frame) {
 		st.sendWindow += inc
 	}
 	over := cc.sendWindow > maxWindow
+	cc.cond.Broadcast()
 	cc.mu.Unlock()
 	if over {
 		cc.fail(errFlowControl, "connection window over 2^31-1")
@@ -520,6 +537,19 @@ func (cc *clientConn) data(f *frame) {
 		cc.fail(errProtocol, "DATA with bad padding")
 		return
 	}
+	if st.stream != nil {
+		// A streaming call's answers: the window comes back as the
+		// consumer receives them (clientStream.RecvMsg).
+		if !st.stream.data(p) {
+			cc.send(appendRST(nil, st.id, errCancel))
+			cc.finish(st, kernel.Errorf(kernel.CodeLimitExceeded, "the provider sent more than the consumer received (over twice the payload limit of %d bytes waiting, or a message over it)", cc.f.payload))
+			return
+		}
+		if f.flags&flagEndStream != 0 {
+			cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "stream ended without trailers (no grpc-status)"))
+		}
+		return
+	}
 	if len(st.data)+len(p) > cc.f.payload+5 {
 		cc.send(appendRST(nil, st.id, errCancel))
 		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response message over the payload limit of %d bytes; raise payload on the consumer", cc.f.payload))
@@ -540,6 +570,7 @@ func (cc *clientConn) data(f *frame) {
 func (cc *clientConn) finish(st *cstream, err error) {
 	cc.mu.Lock()
 	delete(cc.streams, st.id)
+	cc.cond.Broadcast()
 	cc.mu.Unlock()
 	cc.f.codec.forget(st)
 	cc.f.ec.Received(cc.conn, &netty.Response{ID: st.reqID, Status: netty.StatusOK,

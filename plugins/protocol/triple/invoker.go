@@ -54,7 +54,10 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	}
 	sc.refs++
 	p.mu.Unlock()
-	iv := &invoker{p: p, url: url, addr: addr, sc: sc, scheme: "http"}
+	iv := &invoker{p: p, url: url, addr: addr, sc: sc, scheme: "http", payload: int(url.ParamInt(kernel.KeyPayload, DefaultPayload))}
+	if iv.payload <= 0 {
+		iv.payload = DefaultPayload
+	}
 	if p.tls {
 		iv.scheme = "https"
 	}
@@ -84,13 +87,14 @@ func (p *Protocol) release(addr string, sc *sharedClient) {
 }
 
 type invoker struct {
-	p      *Protocol
-	url    *kernel.URL
-	addr   string
-	paths  sync.Map // method -> its :path header field, encoded
-	sc     *sharedClient
-	scheme string
-	fixed  []byte // the header fields every call sends after :path
+	p       *Protocol
+	url     *kernel.URL
+	addr    string
+	payload int
+	paths   sync.Map // method -> its :path header field, encoded
+	sc      *sharedClient
+	scheme  string
+	fixed   []byte // the header fields every call sends after :path
 	// fixedHessian is fixed for non-IDL calls.
 	fixedHessian []byte
 	destroyed    atomic.Bool
@@ -146,6 +150,9 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		return kernel.Result{}, &kernel.Error{Code: kernel.CodeTimeout, Cause: context.DeadlineExceeded,
 			Msg: fmt.Sprintf("no time left to call %s.%s on %s", iv.url.ServiceKey(), inv.Method, iv.url.Address())}
 	}
+	if k, ok := inv.Attribute(kernel.AttrStream); ok {
+		return iv.openStream(ctx, inv, k.(kernel.StreamKind), wait)
+	}
 	// One protobuf message is an IDL call; anything else goes wrapped,
 	// hessian2 (Dubbo 3's non-IDL form).
 	var msg []byte
@@ -171,20 +178,7 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	}
 	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-5))
 
-	path, ok := iv.paths.Load(inv.Method)
-	if !ok {
-		path, _ = iv.paths.LoadOrStore(inv.Method, appendHeaderField(nil, ":path", "/"+iv.url.Interface()+"/"+inv.Method))
-	}
-	hb := make([]byte, 0, 96+len(iv.fixed))
-	hb = append(hb, 0x83) // :method POST, static table entry 3
-	hb = append(hb, path.([]byte)...)
-	if nonIDL {
-		hb = append(hb, iv.fixedHessian...)
-	} else {
-		hb = append(hb, iv.fixed...)
-	}
-	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
-	hb = appendMetadata(hb, inv.Attachments())
+	hb := iv.headersFor(inv, wait, nonIDL)
 	req := &clientCall{headers: hb, msg: msg}
 
 	c := iv.sc.c
@@ -209,6 +203,81 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		}
 	}
 	return res, err
+}
+
+// headersFor is the header block of a call of method.
+func (iv *invoker) headersFor(inv *kernel.Invocation, wait time.Duration, nonIDL bool) []byte {
+	path, ok := iv.paths.Load(inv.Method)
+	if !ok {
+		path, _ = iv.paths.LoadOrStore(inv.Method, appendHeaderField(nil, ":path", "/"+iv.url.Interface()+"/"+inv.Method))
+	}
+	hb := make([]byte, 0, 96+len(iv.fixed))
+	hb = append(hb, 0x83) // :method POST, static table entry 3
+	hb = append(hb, path.([]byte)...)
+	if nonIDL {
+		hb = append(hb, iv.fixedHessian...)
+	} else {
+		hb = append(hb, iv.fixed...)
+	}
+	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
+	return appendMetadata(hb, inv.Attachments())
+}
+
+// openStream opens a streaming call and returns its stream as the
+// Result's Value (kernel.ClientStream) once the stream is on the wire; a
+// goroutine waits for its end, as Request waits for a unary answer.
+func (iv *invoker) openStream(ctx context.Context, inv *kernel.Invocation, kind kernel.StreamKind, wait time.Duration) (kernel.Result, error) {
+	call := &clientCall{headers: iv.headersFor(inv, wait, false)}
+	if kind == kernel.ServerStreaming {
+		m, ok := firstMessage(inv.Args)
+		if !ok {
+			return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s.%s streams answers to one protobuf message, got %d arguments", iv.url.ServiceKey(), inv.Method, len(inv.Args))
+		}
+		msg, err := (proto.MarshalOptions{}).MarshalAppend(make([]byte, 5, 5+proto.Size(m)), m)
+		if err != nil {
+			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s.%s: request", iv.url.ServiceKey(), inv.Method)
+		}
+		binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-5))
+		call.msg = msg
+	}
+	cs := newClientStream(ctx, kind, iv.payload)
+	call.stream = cs
+	c := iv.sc.c
+	go func() {
+		resp, err := c.Request(ctx, call, wait)
+		switch {
+		case err != nil:
+			if ke := (*kernel.Error)(nil); errors.As(err, &ke) && (ke.Code == kernel.CodeTimeout || errors.Is(err, context.Canceled)) {
+				iv.sc.codec.cancel(call.reqID)
+			}
+			cs.end(err)
+		case resp.Status != netty.StatusOK:
+			cs.end(netty.StatusError(resp.Status, resp.ErrMsg))
+		default:
+			r := resp.Data.(*clientReply)
+			if r.err != nil {
+				cs.end(r.err)
+				return
+			}
+			r.data = []byte{0, 0, 0, 0, 0} // the answers went to the stream
+			_, err := iv.result(r)
+			cs.end(err)
+		}
+	}()
+	select {
+	case <-cs.ready:
+		return kernel.Result{Value: cs}, nil
+	case <-cs.endCh:
+		return kernel.Result{}, cs.err
+	}
+}
+
+func firstMessage(args []any) (proto.Message, bool) {
+	if len(args) != 1 {
+		return nil, false
+	}
+	m, ok := args[0].(proto.Message)
+	return m, ok
 }
 
 // result reads a finished stream: the status in its trailers, its message
