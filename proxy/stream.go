@@ -114,7 +114,7 @@ func (s *ServerStreamClient[Out]) Recv() (Out, error) { return recv[Out](s.s) }
 // Context is the call's.
 func (s *ServerStreamClient[Out]) Context() context.Context { return s.s.Context() }
 
-func (*ServerStreamClient[Out]) clientKind() kernel.StreamKind { return kernel.ServerStreaming }
+func (*ServerStreamClient[Out]) clientKind() kernel.StreamKind       { return kernel.ServerStreaming }
 func (s *ServerStreamClient[Out]) bindClient(st kernel.ClientStream) { s.s = st }
 
 // ClientStreamClient sends a client-streaming call's requests and receives
@@ -136,7 +136,7 @@ func (s *ClientStreamClient[In, Out]) CloseAndRecv() (Out, error) {
 // Context is the call's.
 func (s *ClientStreamClient[In, Out]) Context() context.Context { return s.s.Context() }
 
-func (*ClientStreamClient[In, Out]) clientKind() kernel.StreamKind { return kernel.ClientStreaming }
+func (*ClientStreamClient[In, Out]) clientKind() kernel.StreamKind       { return kernel.ClientStreaming }
 func (s *ClientStreamClient[In, Out]) bindClient(st kernel.ClientStream) { s.s = st }
 
 // BidiStreamClient is a consumer's end of a bidirectional call.
@@ -154,7 +154,7 @@ func (s *BidiStreamClient[In, Out]) CloseSend() error { return s.s.CloseSend() }
 // Context is the call's.
 func (s *BidiStreamClient[In, Out]) Context() context.Context { return s.s.Context() }
 
-func (*BidiStreamClient[In, Out]) clientKind() kernel.StreamKind { return kernel.BidiStreaming }
+func (*BidiStreamClient[In, Out]) clientKind() kernel.StreamKind       { return kernel.BidiStreaming }
 func (s *BidiStreamClient[In, Out]) bindClient(st kernel.ClientStream) { s.s = st }
 
 type clientEnd interface {
