@@ -166,13 +166,13 @@ func (t *TLS) material() *tlsMaterial {
 
 // server is the config of a server's handshakes: the current material at
 // each one.
-func (t *TLS) server() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+func (t *TLS) server(alpn []string) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: alpn, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		m := t.material()
 		if m.cert == nil {
 			return nil, errors.New("tls: this server has no certificate (tls-cert-file)")
 		}
-		c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*m.cert}}
+		c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*m.cert}, NextProtos: alpn}
 		if m.pool != nil {
 			c.ClientCAs, c.ClientAuth = m.pool, tls.RequireAndVerifyClientCert
 		}
@@ -181,9 +181,9 @@ func (t *TLS) server() *tls.Config {
 }
 
 // client is the config of a client's handshake with host.
-func (t *TLS) client(host string) *tls.Config {
+func (t *TLS) client(host string, alpn []string) *tls.Config {
 	m := t.material()
-	c := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, ServerName: t.cfg.ServerName}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, ServerName: t.cfg.ServerName, NextProtos: alpn}
 	if c.ServerName == "" {
 		c.ServerName = host
 	}

@@ -24,8 +24,9 @@ const Name = "netty"
 // Transporter opens TCP servers and client connections, over TLS when it
 // has TLS material.
 type Transporter struct {
-	log *slog.Logger
-	tls *TLS
+	log  *slog.Logger
+	tls  *TLS
+	alpn []string // the TLS application protocols it offers (h2 for Triple)
 	// clientConns counts the open connections this transporter dialled,
 	// for metrics.
 	clientConns atomic.Int64
@@ -42,6 +43,13 @@ func NewTransporter(log *slog.Logger) *Transporter { return &Transporter{log: lo
 // TLS with t's material.
 func NewTLSTransporter(log *slog.Logger, t *TLS) *Transporter { return &Transporter{log: log, tls: t} }
 
+// NewTLSTransporterALPN is NewTLSTransporter offering the application
+// protocols alpn in its handshakes (HTTP/2 over TLS needs "h2": gRPC
+// clients refuse a server that does not select it).
+func NewTLSTransporterALPN(log *slog.Logger, t *TLS, alpn ...string) *Transporter {
+	return &Transporter{log: log, tls: t, alpn: alpn}
+}
+
 var _ extension.Transporter = (*Transporter)(nil)
 
 // Bind listens on the URL's host:port and serves every connection with codec
@@ -54,7 +62,7 @@ func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler exten
 	}
 	s := &Server{ln: ln, codec: codec, handler: handler, log: t.log, conns: map[*Conn]struct{}{}, done: make(chan struct{})}
 	if t.tls != nil {
-		s.tls = t.tls.server()
+		s.tls = t.tls.server(t.alpn)
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -77,7 +85,7 @@ func (t *Transporter) dial(url *kernel.URL, codec extension.Codec, handler exten
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		tc := tls.Client(nc, t.tls.client(url.Host))
+		tc := tls.Client(nc, t.tls.client(url.Host, t.alpn))
 		ctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()

@@ -2,6 +2,8 @@ package interop_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/interop"
@@ -24,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/internal/testpki"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/protocol/triple"
 	"github.com/weftrpc/weft/proxy"
@@ -614,5 +618,61 @@ consumer:
 				weft.WithReference("test", &c))
 			streamingCases(t, &c)
 		})
+	}
+}
+
+// TestTripleOverTLS: Triple with the TLS config of the security issue (a
+// client certificate required): grpc-go's client, which insists on ALPN
+// h2, and a weft consumer call a weft provider.
+func TestTripleOverTLS(t *testing.T) {
+	ca := testpki.NewCA(t, "triple CA")
+	srv, cli := writePKI(t, ca, "127.0.0.1"), writePKI(t, ca, "127.0.0.1")
+	addr, port := freeAddr(t)
+	startWeft(t,
+		weft.WithConfig(weft.ConfigYAML(srv.yaml()+fmt.Sprintf(`
+protocols: {tri: {port: %d}}
+provider:
+  services:
+    test: {interface: grpc.testing.TestService, protocol: tri}
+`, port))),
+		weft.WithService("test", &testService{slept: make(chan error, 1)}))
+
+	pair, err := tls.LoadX509KeyPair(cli.cert, cli.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(ca.PEM))
+	cc, err := grpc.Dial(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{FillUsername: true})
+	if err != nil || res.GetUsername() != "weft" {
+		t.Fatalf("grpc-go over TLS: %v %v", res, err)
+	}
+	// Without a client certificate: refused, and the error says why.
+	bare, err := grpc.Dial(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if _, err := testpb.NewTestServiceClient(bare).EmptyCall(ctx, &testpb.Empty{}); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+
+	var c testClient
+	startWeft(t,
+		weft.WithConfig(weft.ConfigYAML(cli.yaml()+fmt.Sprintf(`
+consumer:
+  references:
+    test: {interface: grpc.testing.TestService, url: "tri://%s", timeout: 5000, retries: 0}
+`, addr))),
+		weft.WithReference("test", &c))
+	if r, err := c.UnaryCall(ctx, &testpb.SimpleRequest{FillUsername: true}); err != nil || r.GetUsername() != "weft" {
+		t.Fatalf("weft consumer over TLS: %v %v", r, err)
 	}
 }

@@ -80,7 +80,7 @@ func New(log *slog.Logger) *Protocol {
 // NewTLS returns the protocol speaking TLS with t's material.
 func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
 	p := New(log)
-	p.t = netty.NewTLSTransporter(log, t)
+	p.t = netty.NewTLSTransporterALPN(log, t, "h2")
 	p.tls = true
 	return p
 }
