@@ -557,6 +557,14 @@ func (cc *clientConn) data(f *frame) {
 	}
 	st.data = append(st.data, p...)
 	if f.flags&flagEndStream != 0 {
+		if s := header(st.headers, ":status"); s != "" && s != "200" {
+			// Not a gRPC answer (a server's 404 page for an unknown
+			// path, a proxy's error): the status comes from the HTTP
+			// one, as gRPC's http-grpc-status-mapping says. dubbo-go's
+			// Triple server answers an unknown method so.
+			cc.finish(st, httpStatusError(s, cc.conn.RemoteAddrString()))
+			return
+		}
 		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response ended without trailers (no grpc-status)"))
 		return
 	}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weftrpc/weft/kernel"
@@ -229,5 +233,39 @@ func TestNonIDL(t *testing.T) {
 	_, err = iv.Invoke(context.Background(), kernel.NewInvocation("plain", int64(3)))
 	if kernel.CodeOf(err) != kernel.CodeSerialization {
 		t.Fatalf("a long for a string: %v", err)
+	}
+}
+
+// TestClientHTTPStatusWithBody: an answer that is no gRPC one, with a body
+// and no trailers (net/http's 404 page, which dubbo-go's Triple server sends
+// for a method it does not serve), is the HTTP status mapped as gRPC maps
+// it, not a malformed response.
+func TestClientHTTPStatusWithBody(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/"+iface+"/Busy", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+	})
+	hs := &http.Server{Handler: h2c.NewHandler(mux, &http2.Server{})}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	iv := refer(t, ln.Addr().String(), nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		method string
+		arg    any
+		want   kernel.Code
+	}{
+		{"Missing", wrapperspb.String("x"), kernel.CodeMethodNotFound}, // 404 page not found
+		{"missing", "non-IDL", kernel.CodeMethodNotFound},
+		{"Busy", wrapperspb.String("x"), kernel.CodeNetwork}, // 503
+	} {
+		_, err := iv.Invoke(ctx, kernel.NewInvocation(tc.method, tc.arg))
+		if kernel.CodeOf(err) != tc.want || !strings.Contains(err.Error(), "HTTP") {
+			t.Errorf("%s: %v (code %v), want %v from the HTTP status", tc.method, err, kernel.CodeOf(err), tc.want)
+		}
 	}
 }

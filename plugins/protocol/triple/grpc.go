@@ -92,6 +92,11 @@ func codeOfGRPCStatus(st int) kernel.Code {
 	case statusInvalidArgument, statusNotFound, statusAlreadyExists, statusFailedPrecondition, statusOutOfRange:
 		return kernel.CodeBiz
 	}
+	// dubbo-go 3.3's IDL providers answer a method's error with status 17
+	// (its CodeBizError), past gRPC's last code, and no tri-exception-code.
+	// Java Dubbo fails on it (TriRpcStatus.Code.fromCode throws), so it is
+	// not read as a business error here either: an unknown error, with the
+	// text and the status (test/interop/triple_dubbogo_test.go).
 	return kernel.CodeUnknown
 }
 
