@@ -517,6 +517,41 @@ func streamingCases(t *testing.T, c *testClient) {
 			t.Fatalf("aggregated %d, %v; want %d", res.GetAggregatedPayloadSize(), err, sum)
 		}
 	})
+	t.Run("client_streaming_past_the_windows", func(t *testing.T) {
+		// 4 MiB on one stream: past the provider's stream window (1 MiB),
+		// so the windows must come back as the provider receives.
+		st, err := c.StreamingInputCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4096 {
+			if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payloadOf(1024)}); err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+		}
+		res, err := st.CloseAndRecv()
+		if err != nil || res.GetAggregatedPayloadSize() != 4096*1024 {
+			t.Fatalf("aggregated %d, %v", res.GetAggregatedPayloadSize(), err)
+		}
+	})
+	t.Run("server_streaming_past_the_windows", func(t *testing.T) {
+		req := &testpb.StreamingOutputCallRequest{}
+		for range 2048 {
+			req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: 1024})
+		}
+		st, err := c.StreamingOutputCall(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2048 {
+			if m, err := st.Recv(); err != nil || len(m.GetPayload().GetBody()) != 1024 {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("after the last: %v", err)
+		}
+	})
 	t.Run("ping_pong", func(t *testing.T) {
 		st, err := c.FullDuplexCall(ctx)
 		if err != nil {

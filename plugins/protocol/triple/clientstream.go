@@ -34,6 +34,7 @@ type clientStream struct {
 	msgs    [][]byte
 	partial []byte
 	queued  int   // bytes in msgs and partial
+	unacked int   // bytes received, not yet given back
 	ended   bool  // the call is over: err says how (nil: io.EOF)
 	err     error // the call's end: its status, or why it broke
 	endCh   chan struct{}
@@ -125,7 +126,17 @@ func (cs *clientStream) RecvMsg(m any) error {
 	cs.queued -= len(msg)
 	cs.mu.Unlock()
 	if cs.st != nil {
-		cs.cc.send(appendWindowUpdate(nil, cs.st.id, uint32(len(msg))))
+		// Once per 32 KiB received, not per message.
+		cs.mu.Lock()
+		cs.unacked += len(msg)
+		n := cs.unacked
+		if n >= windowUpdateThreshold {
+			cs.unacked = 0
+		}
+		cs.mu.Unlock()
+		if n >= windowUpdateThreshold {
+			cs.cc.send(appendWindowUpdate(nil, cs.st.id, uint32(n)))
+		}
 	}
 	if msg[0] != 0 {
 		return kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream, which this consumer did not ask for")

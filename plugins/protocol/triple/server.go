@@ -187,8 +187,8 @@ type stream struct {
 	sc      *serverConn
 	headers []hpack.HeaderField
 	data    []byte
-	unacked int // bytes received, not yet given back by WINDOW_UPDATE
-	window  int // what the client may still send on it
+	unacked int          // bytes received, not yet given back by WINDOW_UPDATE
+	window  atomic.Int64 // what the client may still send on it (a streaming method gives it back as it receives)
 
 	ss   *serverStream // a client- or bidi-streaming call's, served from its HEADERS
 	kind kernel.StreamKind
@@ -524,7 +524,8 @@ func (sc *serverConn) endBlock() {
 			sc.send(appendRST(nil, id, errRefusedStream))
 			return
 		}
-		st = &stream{id: id, sc: sc, window: recvWindow}
+		st = &stream{id: id, sc: sc}
+		st.window.Store(recvWindow)
 		st.headers = append([]hpack.HeaderField(nil), sc.fields...)
 		sc.streams[id] = st
 		if sc.fieldsOver {
@@ -625,7 +626,7 @@ func (sc *serverConn) dataFrame(f *frame) {
 		sc.send(appendRST(nil, f.stream, errStreamClosed))
 		return
 	}
-	if st.window -= n; st.window < 0 {
+	if st.window.Add(int64(-n)) < 0 {
 		sc.resetStream(f.stream, errFlowControl)
 		return
 	}
@@ -668,7 +669,7 @@ func (sc *serverConn) dataFrame(f *frame) {
 	}
 	if st.unacked += n; st.unacked >= windowUpdateThreshold {
 		sc.send(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
-		st.window += st.unacked
+		st.window.Add(int64(st.unacked))
 		st.unacked = 0
 	}
 }

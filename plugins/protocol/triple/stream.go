@@ -39,7 +39,8 @@ type serverStream struct {
 	err     error    // the stream broke (reset, connection closed)
 	waiting bool     // a RecvMsg watches ctx (context.AfterFunc set)
 
-	sentHeaders bool // only the method's goroutine touches it
+	sentHeaders bool // only the method's goroutine touches these two
+	unacked     int  // bytes received, not yet given back
 }
 
 var _ kernel.Stream = (*serverStream)(nil)
@@ -136,8 +137,13 @@ func (ss *serverStream) recvRaw() ([]byte, error) {
 	ss.msgs[0] = nil
 	ss.msgs = ss.msgs[1:]
 	ss.mu.Unlock()
-	// The client may send as much again.
-	ss.st.sc.send(appendWindowUpdate(nil, ss.st.id, uint32(len(msg))))
+	// The client may send as much again, said once per 32 KiB received
+	// (a frame per message would cost a write per message).
+	if ss.unacked += len(msg); ss.unacked >= windowUpdateThreshold {
+		ss.st.window.Add(int64(ss.unacked))
+		ss.st.sc.send(appendWindowUpdate(nil, ss.st.id, uint32(ss.unacked)))
+		ss.unacked = 0
+	}
 	if msg[0] != 0 {
 		return nil, kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream: not supported")
 	}
