@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
+	"github.com/weftrpc/weft/plugins/protocol/triple"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -35,7 +37,7 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: weft invoke [flags] dubbo://HOST:PORT/INTERFACE METHOD '[JSON ARGS]'
+		fmt.Fprintln(stderr, `usage: weft invoke [flags] dubbo|tri://HOST:PORT/INTERFACE METHOD '[JSON ARGS]'
 
 METHOD is called generically ($invoke), or $echo directly: weft invoke URL '$echo' '["ping"]'.
 The result is printed as JSON on stdout; attachments the provider sent back, on stderr.`)
@@ -86,7 +88,19 @@ The result is printed as JSON on stdout; attachments the provider sent back, on 
 	}
 	params[kernel.KeyTimeout] = fmt.Sprint(timeout.Milliseconds())
 	u = u.WithParams(params)
-	p := dubbo.New(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var p extension.Protocol
+	switch u.Protocol {
+	case dubbo.Name:
+		p = dubbo.New(log)
+	case triple.Name:
+		// Generic calls travel as non-IDL ones (hessian2 in Triple's
+		// wrapper), as Dubbo 3 sends them.
+		p = triple.New(log)
+	default:
+		fmt.Fprintf(stderr, "weft invoke: protocol %q: want dubbo:// or tri://\n", u.Protocol)
+		return 2
+	}
 	defer p.Destroy()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

@@ -25,6 +25,11 @@ func (langGreeter) Greet(ctx context.Context, name string) (string, error) {
 
 func startGreeter(t *testing.T) string {
 	t.Helper()
+	return startGreeterOn(t, "dubbo")
+}
+
+func startGreeterOn(t *testing.T, proto string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +39,11 @@ func startGreeter(t *testing.T) string {
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		weft.WithService("greeter", langGreeter{}),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
-protocols: {dubbo: {port: %d}}
+protocols: {%s: {port: %d}}
 provider:
   services:
-    greeter: {interface: org.weft.Greeter}
-`, port))))
+    greeter: {interface: org.weft.Greeter, protocol: %[1]s}
+`, proto, port))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +51,19 @@ provider:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Stop(context.Background()) })
-	return fmt.Sprintf("dubbo://127.0.0.1:%d/org.weft.Greeter", port)
+	return fmt.Sprintf("%s://127.0.0.1:%d/org.weft.Greeter", proto, port)
 }
 
 // weft invoke sends attachments (-a, repeatable), prints the provider's
 // reply attachments on stderr and the result on stdout, and calls $echo.
 func TestInvokeAttachmentsAndEcho(t *testing.T) {
-	url := startGreeter(t)
+	for _, proto := range []string{"dubbo", "tri"} {
+		t.Run(proto, func(t *testing.T) { testInvokeAttachmentsAndEcho(t, proto) })
+	}
+}
+
+func testInvokeAttachmentsAndEcho(t *testing.T, proto string) {
+	url := startGreeterOn(t, proto)
 	var out, errb bytes.Buffer
 	if code := cli([]string{"invoke", "-a", "lang=fr", "-a", "x=1", url, "greet", `["Ana"]`}, &out, &errb); code != 0 {
 		t.Fatalf("code %d, stderr %q", code, errb.String())

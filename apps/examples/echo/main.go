@@ -65,6 +65,9 @@ func main() {
 			os.Exit(2)
 		}
 		protocols += fmt.Sprintf("  tri: {host: %q, port: %s, threads: %d}\n", th, tp, *threads)
+		// The hessian2 service on both protocols (Triple carries it as
+		// Dubbo 3's non-IDL calls), and its protobuf twin on Triple.
+		services = fmt.Sprintf("    echo: {interface: %s, protocol: \"dubbo,tri\"}\n", echoservice.Interface)
 		services += "    pbecho: {interface: " + echopb.EchoServiceName + ", protocol: tri}\n"
 		opts = append(opts, weft.WithService("pbecho", protoEcho{}))
 	}
@@ -76,7 +79,7 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "echo: serving %s on dubbo://%s\n", echoservice.Interface, *addr)
 	if *triAddr != "" {
-		fmt.Fprintf(os.Stderr, "echo: serving weftbench.echo.EchoService on tri://%s\n", *triAddr)
+		fmt.Fprintf(os.Stderr, "echo: serving %s and weftbench.echo.EchoService on tri://%s\n", echoservice.Interface, *triAddr)
 	}
 	if err := app.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
