@@ -269,3 +269,15 @@ func TestClientHTTPStatusWithBody(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusDetails: a business error's grpc-status-details-bin reaches the
+// consumer as it was sent.
+func TestStatusDetails(t *testing.T) {
+	addr, _ := serve(t, nil)
+	iv := refer(t, addr, nil)
+	_, err := iv.Invoke(context.Background(), kernel.NewInvocation("Detailed", wrapperspb.String("x")))
+	var se *StatusError
+	if !kernel.IsBiz(err) || !errors.As(err, &se) || se.Message != "with details" || string(se.Details) != "\x08\x03\x12\x01x" {
+		t.Fatalf("%v: %+v", err, se)
+	}
+}

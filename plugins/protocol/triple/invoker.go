@@ -304,7 +304,11 @@ func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
 		if kc == kernel.CodeBiz || (kc == kernel.CodeUnknown && header(r.trailers, headerExceptionCode) == "") && code == statusUnknown {
 			// An application error (the service returned it): what a
 			// Dubbo provider's exception and a gRPC UNKNOWN are.
-			return kernel.Result{Attachments: att}, kernel.BizError(&StatusError{Code: code, Message: text})
+			se := &StatusError{Code: code, Message: text}
+			if d := header(r.trailers, "grpc-status-details-bin"); d != "" {
+				se.Details, _ = decodeBinaryHeader(d)
+			}
+			return kernel.Result{Attachments: att}, kernel.BizError(se)
 		}
 		return kernel.Result{Attachments: att}, &kernel.Error{Code: kc, Msg: fmt.Sprintf("%s: %s (gRPC status %d)", addr, text, code)}
 	}
@@ -325,6 +329,9 @@ func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
 type StatusError struct {
 	Code    int
 	Message string
+	// Details is grpc-status-details-bin: a google.rpc.Status, encoded,
+	// when the provider sent one (rich error details).
+	Details []byte
 }
 
 func (e *StatusError) Error() string {

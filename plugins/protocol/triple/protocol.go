@@ -349,6 +349,11 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 			// that: the client is told so, as gRPC servers do.
 			code, text = kernel.CodeTimeout, fmt.Sprintf("%s.%s passed its deadline of %v: %s", c.service, c.method, budget, text)
 		}
+		var sd StatusDetailer
+		if errors.As(err, &sd) {
+			b := appendTrailersOnlyDetails(nil, st.id, 200, grpcStatusOf(code), text, code, sd.GRPCStatusDetails())
+			return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(b)}
+		}
 		return trailersOnly(st.id, grpcStatusOf(code), code, text)
 	}
 	var out []byte
@@ -482,6 +487,13 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 	return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(frames)}
 }
 
+// StatusDetailer is a business error that carries gRPC's rich error
+// details: GRPCStatusDetails returns a google.rpc.Status, encoded, which
+// goes as grpc-status-details-bin.
+type StatusDetailer interface {
+	GRPCStatusDetails() []byte
+}
+
 // trailersOnly is the response of a call that failed: one HEADERS frame
 // with :status 200 and the gRPC status.
 func trailersOnly(id uint32, grpcStatus int, code kernel.Code, msg string) *netty.Response {
@@ -492,6 +504,12 @@ func trailersOnly(id uint32, grpcStatus int, code kernel.Code, msg string) *nett
 // appendTrailersOnly appends a trailers-only response (RFC: a HEADERS
 // frame with END_STREAM carrying :status, content-type and the status).
 func appendTrailersOnly(dst []byte, id uint32, httpStatus, grpcStatus int, msg string, code kernel.Code) []byte {
+	return appendTrailersOnlyDetails(dst, id, httpStatus, grpcStatus, msg, code, nil)
+}
+
+// appendTrailersOnlyDetails is appendTrailersOnly with
+// grpc-status-details-bin.
+func appendTrailersOnlyDetails(dst []byte, id uint32, httpStatus, grpcStatus int, msg string, code kernel.Code, details []byte) []byte {
 	var hb []byte
 	hb = appendHeaderField(hb, ":status", strconv.Itoa(httpStatus))
 	hb = appendHeaderField(hb, "content-type", "application/grpc")
@@ -501,6 +519,9 @@ func appendTrailersOnly(dst []byte, id uint32, httpStatus, grpcStatus int, msg s
 	}
 	if grpcStatus != statusOK {
 		hb = appendHeaderField(hb, headerExceptionCode, strconv.Itoa(int(code)))
+	}
+	if len(details) > 0 && len(details) <= netty.MaxErrorText {
+		hb = appendHeaderField(hb, "grpc-status-details-bin", base64Raw(details))
 	}
 	return appendHeaders(dst, id, hb, defaultMaxFrame, true)
 }

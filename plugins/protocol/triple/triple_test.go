@@ -67,6 +67,16 @@ func (e *echo) Slow(ctx context.Context, in *wrapperspb.StringValue) (*wrappersp
 
 func (e *echo) Plain(ctx context.Context, s string) (string, error) { return s, nil }
 
+// detailed is a business error with gRPC's rich details.
+type detailed struct{}
+
+func (detailed) Error() string             { return "with details" }
+func (detailed) GRPCStatusDetails() []byte { return []byte{0x08, 0x03, 0x12, 0x01, 'x'} }
+
+func (e *echo) Detailed(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	return nil, detailed{}
+}
+
 // serve exports an echo on a free port and returns its address.
 func serve(t *testing.T, params map[string]string) (string, *echo) {
 	t.Helper()
