@@ -194,8 +194,7 @@ func (f *clientFraming) Connected(ch extension.Channel) {
 	cc := &clientConn{f: f, conn: conn, nextStream: 1, streams: map[uint32]*cstream{},
 		peerWindow: defaultInitialWindow, sendWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame}
 	cc.cond.L = &cc.mu
-	cc.dec = hpack.NewDecoder(4096, cc.field)
-	cc.dec.SetMaxStringLength(maxHeaderListSize)
+	cc.dec = newHPACKDecoder(4096, maxHeaderListSize)
 	conn.SetAttr(clientKey{}, cc)
 	b := append([]byte(nil), clientPreface...)
 	b = appendSettings(b,
@@ -245,7 +244,7 @@ func (f *clientFraming) Received(ch extension.Channel, msg any) {
 type clientConn struct {
 	f    *clientFraming
 	conn *netty.Conn
-	dec  *hpack.Decoder
+	dec  *hpackDecoder
 
 	gotSettings bool
 	goneAway    bool
@@ -490,11 +489,7 @@ func (cc *clientConn) endBlock() {
 	id := cc.blockStream
 	cc.blockStream = 0
 	cc.fields, cc.fieldsSize, cc.fieldsOver = cc.fields[:0], 0, false
-	if _, err := cc.dec.Write(cc.block); err != nil {
-		cc.fail(errProtocol, "HPACK: %v", err)
-		return
-	}
-	if err := cc.dec.Close(); err != nil {
+	if err := cc.dec.decode(cc.block, cc.field); err != nil {
 		cc.fail(errProtocol, "HPACK: %v", err)
 		return
 	}

@@ -48,8 +48,7 @@ func newServerConn(f *framing, w wire) *serverConn {
 	sc := &serverConn{f: f, conn: w, streams: map[uint32]*stream{}, inflight: map[uint32]*stream{},
 		peerWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame, sendWindow: defaultInitialWindow}
 	sc.cond = sync.NewCond(&sc.mu)
-	sc.dec = hpack.NewDecoder(4096, sc.field)
-	sc.dec.SetMaxStringLength(maxHeaderListSize)
+	sc.dec = newHPACKDecoder(4096, maxHeaderListSize)
 	return sc
 }
 
@@ -150,7 +149,7 @@ type wire interface {
 type serverConn struct {
 	f    *framing
 	conn wire
-	dec  *hpack.Decoder
+	dec  *hpackDecoder
 
 	gotPreface, gotSettings bool
 	goneAway                bool
@@ -502,11 +501,7 @@ func (sc *serverConn) endBlock() {
 	id := sc.blockStream
 	sc.blockStream = 0
 	sc.fields, sc.fieldsSize, sc.fieldsOver = sc.fields[:0], 0, false
-	if _, err := sc.dec.Write(sc.block); err != nil {
-		sc.fail(errProtocol, "HPACK: %v", err)
-		return
-	}
-	if err := sc.dec.Close(); err != nil {
+	if err := sc.dec.decode(sc.block, sc.field); err != nil {
 		sc.fail(errProtocol, "HPACK: %v", err)
 		return
 	}
