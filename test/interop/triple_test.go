@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -709,5 +710,50 @@ consumer:
 		weft.WithReference("test", &c))
 	if r, err := c.UnaryCall(ctx, &testpb.SimpleRequest{FillUsername: true}); err != nil || r.GetUsername() != "weft" {
 		t.Fatalf("weft consumer over TLS: %v %v", r, err)
+	}
+}
+
+// TestTripleGzip: gzip both ways: grpc-go's client compresses its requests
+// to a weft provider (unary and streaming), and a grpc-go server that
+// compresses its answers is read by a weft consumer (which says it takes
+// gzip).
+func TestTripleGzip(t *testing.T) {
+	_, cc := startTriple(t)
+	tc := testpb.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 10, Payload: payloadOf(50000)}, grpc.UseCompressor(gzip.Name))
+	if err != nil || len(res.GetPayload().GetBody()) != 10 {
+		t.Fatalf("gzip unary: %v", err)
+	}
+	st, err := tc.StreamingInputCall(ctx, grpc.UseCompressor(gzip.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payloadOf(20000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := st.CloseAndRecv(); err != nil || r.GetAggregatedPayloadSize() != 60000 {
+		t.Fatalf("gzip stream: %v %v", r, err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.RPCCompressor(grpc.NewGZIPCompressor()))
+	testgrpc.RegisterTestServiceServer(gs, interop.NewTestServer())
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	var c testClient
+	startWeft(t, weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+consumer:
+  references:
+    test: {interface: grpc.testing.TestService, url: "tri://%s", timeout: 5000, retries: 0}
+`, ln.Addr()))), weft.WithReference("test", &c))
+	if r, err := c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 30000}); err != nil || len(r.GetPayload().GetBody()) != 30000 {
+		t.Fatalf("a gzip answer to a weft consumer: %v", err)
 	}
 }

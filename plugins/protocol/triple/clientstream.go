@@ -138,10 +138,14 @@ func (cs *clientStream) RecvMsg(m any) error {
 			cs.cc.send(appendWindowUpdate(nil, cs.st.id, uint32(n)))
 		}
 	}
+	body := msg[5:]
 	if msg[0] != 0 {
-		return kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream, which this consumer did not ask for")
+		var err error
+		if body, err = gunzip(body, cs.maxMsg); err != nil {
+			return kernel.Wrap(kernel.CodeSerialization, err, "a compressed stream message (this consumer reads gzip)")
+		}
 	}
-	if err := proto.Unmarshal(msg[5:], pm); err != nil {
+	if err := proto.Unmarshal(body, pm); err != nil {
 		return kernel.Wrap(kernel.CodeSerialization, err, "stream message as %T", m)
 	}
 	return nil

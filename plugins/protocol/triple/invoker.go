@@ -127,6 +127,7 @@ func (iv *invoker) fixedHeaders(contentType string) []byte {
 	hb = appendHeaderField(hb, ":authority", iv.url.Address())
 	hb = appendHeaderField(hb, "content-type", contentType)
 	hb = appendHeaderField(hb, "te", "trailers")
+	hb = appendHeaderField(hb, "grpc-accept-encoding", "gzip")
 	hb = appendHeaderField(hb, "user-agent", "weft-triple")
 	if g := iv.url.Param(kernel.KeyGroup); g != "" {
 		hb = appendHeaderField(hb, headerServiceGroup, g)
@@ -315,13 +316,22 @@ func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
 	if len(r.data) < 5 {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered status OK without a message", addr)
 	}
-	if r.data[0] != 0 {
-		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered a compressed message, which this consumer did not ask for", addr)
-	}
 	if n := int(binary.BigEndian.Uint32(r.data[1:])); n != len(r.data)-5 {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered a message that says %d bytes and has %d", addr, n, len(r.data)-5)
 	}
-	return kernel.Result{Value: &protoArg{data: r.data[5:]}, Attachments: att}, nil
+	msg := r.data[5:]
+	if r.data[0] != 0 {
+		// Compressed: this consumer says it takes gzip
+		// (grpc-accept-encoding), and takes nothing else.
+		if enc := header(r.headers, "grpc-encoding"); enc != "gzip" {
+			return kernel.Result{}, kernel.Errorf(kernel.CodeSerialization, "%s answered a message compressed with %q; this consumer reads gzip", addr, view.Cut(enc, 64))
+		}
+		var err error
+		if msg, err = gunzip(msg, iv.payload); err != nil {
+			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s answered", addr)
+		}
+	}
+	return kernel.Result{Value: &protoArg{data: msg}, Attachments: att}, nil
 }
 
 // StatusError is a gRPC status a provider answered with, as the business

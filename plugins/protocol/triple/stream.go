@@ -30,6 +30,7 @@ type serverStream struct {
 	inv         *kernel.Invocation // the call's, for SetHeader
 	contentType string
 	maxMsg      int
+	gzip        bool // the client's grpc-encoding is gzip
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -46,7 +47,7 @@ type serverStream struct {
 var _ kernel.Stream = (*serverStream)(nil)
 
 func newServerStream(st *stream, contentType string, maxMsg int) *serverStream {
-	ss := &serverStream{st: st, contentType: contentType, maxMsg: maxMsg}
+	ss := &serverStream{st: st, contentType: contentType, maxMsg: maxMsg, gzip: header(st.headers, "grpc-encoding") == "gzip"}
 	ss.cond.L = &ss.mu
 	return ss
 }
@@ -145,7 +146,14 @@ func (ss *serverStream) recvRaw() ([]byte, error) {
 		ss.unacked = 0
 	}
 	if msg[0] != 0 {
-		return nil, kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream: not supported")
+		if !ss.gzip {
+			return nil, kernel.Errorf(kernel.CodeSerialization, "a compressed message on a stream whose grpc-encoding is not gzip")
+		}
+		body, err := gunzip(msg[5:], ss.maxMsg)
+		if err != nil {
+			return nil, kernel.Wrap(kernel.CodeSerialization, err, "a compressed stream message")
+		}
+		return body, nil
 	}
 	return msg[5:], nil
 }
