@@ -64,7 +64,16 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 	if !ok {
 		return c.codec.Encode(dst, msg)
 	}
-	call := req.Data.(*clientCall)
+	call, ok := req.Data.(*clientCall)
+	if !ok {
+		if req.Event {
+			// The exchange client's heartbeat: an HTTP/2 PING, whose ACK
+			// (any read) keeps the connection alive.
+			dst = appendFrameHeader(dst, 8, framePing, 0, 0)
+			return binary.BigEndian.AppendUint64(dst, req.ID), nil
+		}
+		return dst, fmt.Errorf("weft: triple: cannot encode a request of %T", req.Data)
+	}
 	dst = appendHeaders(dst, 0, call.headers, defaultMaxFrame, false)
 	if call.msg == nil {
 		return dst, nil // a stream of requests: they follow (clientStream.SendMsg)
@@ -75,7 +84,7 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 // Sequence numbers a call's stream and sends what the windows allow.
 func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 	req, ok := msg.(*netty.Request)
-	if !ok {
+	if !ok || req.Event {
 		return frame
 	}
 	cc := clientStateOf(conn)

@@ -281,3 +281,21 @@ func TestStatusDetails(t *testing.T) {
 		t.Fatalf("%v: %+v", err, se)
 	}
 }
+
+// TestClientHeartbeatsArePings: an idle consumer's heartbeats are HTTP/2
+// PINGs: the provider answers them, and the connection outlives a silence
+// of many heartbeats without reconnecting.
+func TestClientHeartbeatsArePings(t *testing.T) {
+	addr, _ := serve(t, map[string]string{"heartbeat": "60"})
+	iv := refer(t, addr, map[string]string{"heartbeat": "20"})
+	if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("a"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // 8 of the provider's idle-close periods
+	if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("b"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := iv.(*invoker).sc.c.Connects(); n != 1 {
+		t.Fatalf("%d connections made, want 1: the pings should have kept it", n)
+	}
+}

@@ -43,7 +43,9 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		}
 		codec := &clientCodec{codec: codec{maxFrame: defaultMaxFrame}, calls: map[uint64]*cstream{}}
 		opt := netty.ClientOptions{
-			Heartbeat: -1, // HTTP/2 connections need no Dubbo heartbeats
+			// Heartbeats are HTTP/2 PINGs (clientCodec.Encode): a
+			// connection silent for three is closed and reconnected.
+			Heartbeat: time.Duration(url.ParamInt("heartbeat", int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 			Reconnect: time.Duration(url.ParamInt(KeyReconnect, int64(netty.DefaultReconnect/time.Millisecond))) * time.Millisecond,
 			Framing: func(ec *netty.ExchangeClient) extension.ChannelHandler {
 				return &clientFraming{ec: ec, codec: codec, payload: payload}
