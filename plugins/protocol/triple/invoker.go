@@ -164,7 +164,16 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		switch a := inv.Args[0].(type) {
 		case proto.Message:
 			var err error
-			if msg, err = (proto.MarshalOptions{}).MarshalAppend(make([]byte, 5, 5+proto.Size(a)), a); err != nil {
+			// The message is copied into the connection's buffer by the
+			// send, never kept: its buffer is reused (msgPool).
+			bp := msgPool.Get().(*[]byte)
+			defer func() {
+				if cap(msg) <= 64<<10 {
+					*bp = msg[:0]
+					msgPool.Put(bp)
+				}
+			}()
+			if msg, err = (proto.MarshalOptions{}).MarshalAppend((*bp)[:5], a); err != nil {
 				return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s.%s: request", iv.url.ServiceKey(), inv.Method)
 			}
 			nonIDL = false
@@ -335,6 +344,10 @@ func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
 	}
 	return kernel.Result{Value: &protoArg{data: msg}, Attachments: att}, nil
 }
+
+// msgPool recycles the buffers consumers marshal their request messages
+// into; those over 64 KiB are dropped.
+var msgPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 // StatusError is a gRPC status a provider answered with, as the business
 // error of a call (what a service returned; Code says which).

@@ -364,6 +364,9 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 			out, err = wrapResult(out, nil)
 		}
 	case proto.Message:
+		if resp := h.answerMessage(ctx, st, c, v, res.Attachments, headersOf(inv)); resp != nil {
+			return resp
+		}
 		out, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(v)), v)
 	default:
 		if nonIDL {
@@ -449,6 +452,40 @@ func (h *handler) replyStream(conn *netty.Conn, e *exporter, all *serverCall, ki
 		return ss.trailers(grpcStatusOf(code), code, view.Cut(text, netty.MaxErrorText), res.Attachments)
 	}
 	return ss.trailers(statusOK, 0, "", res.Attachments)
+}
+
+// answerMessage is answer for the common case, a message that fits the
+// client's windows and one frame: it is marshalled straight into the
+// response's frames, with no buffer of its own. It returns nil otherwise
+// (answer then sends it in pieces).
+func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m proto.Message, att, headers map[string]any) *netty.Response {
+	sc := st.sc
+	size := proto.Size(m)
+	maxFrame := sc.maxFrameNow()
+	if 5+size > maxFrame {
+		return nil
+	}
+	n, _ := sc.tryReserve(st, 5+size)
+	if n == 0 {
+		return nil
+	}
+	hb := make([]byte, 0, 64)
+	hb = appendHeaderField(hb, ":status", "200")
+	hb = appendHeaderField(hb, "content-type", c.contentType)
+	hb = appendMetadata(hb, headers)
+	frames := appendHeaders(make([]byte, 0, 3*frameHeaderLen+len(hb)+5+size+64), st.id, hb, maxFrame, false)
+	frames = appendFrameHeader(frames, 5+size, frameData, 0, st.id)
+	frames = append(frames, 0, byte(size>>24), byte(size>>16), byte(size>>8), byte(size))
+	frames, err := proto.MarshalOptions{}.MarshalAppend(frames, m)
+	if err != nil {
+		sc.refund(st, 5+size)
+		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "result: "+err.Error())
+	}
+	tb := hb[:0]
+	tb = appendHeaderField(tb, "grpc-status", "0")
+	tb = appendMetadata(tb, att)
+	frames = appendHeaders(frames, st.id, tb, maxFrame, true)
+	return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(frames)}
 }
 
 // answer returns the response of st: HEADERS, the message as DATA as the

@@ -781,6 +781,28 @@ func (sc *serverConn) reserve(ctx context.Context, st *stream, n int) (int, int)
 	return int(k), sc.peerMaxFrame
 }
 
+// tryReserve takes n bytes of st's and the connection's send windows if
+// both hold them, at once; 0 when they do not (or the stream is gone).
+func (sc *serverConn) tryReserve(st *stream, n int) (int, int) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if st.reset || sc.closed || sc.sendWindow < int64(n) || st.sendWindow < int64(n) {
+		return 0, 0
+	}
+	sc.sendWindow -= int64(n)
+	st.sendWindow -= int64(n)
+	return n, sc.peerMaxFrame
+}
+
+// refund gives back window taken for bytes that were not sent.
+func (sc *serverConn) refund(st *stream, n int) {
+	sc.mu.Lock()
+	sc.sendWindow += int64(n)
+	st.sendWindow += int64(n)
+	sc.cond.Broadcast()
+	sc.mu.Unlock()
+}
+
 // maxFrameNow is the peer's SETTINGS_MAX_FRAME_SIZE.
 func (sc *serverConn) maxFrameNow() int {
 	sc.mu.Lock()
