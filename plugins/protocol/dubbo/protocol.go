@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/exports"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
 	netty "github.com/weftrpc/weft/transport-netty"
@@ -87,21 +88,15 @@ var _ extension.Protocol = (*Protocol)(nil)
 type server struct {
 	es        *netty.ExchangeServer
 	codec     *Codec
-	exporters atomic.Pointer[map[string]*exporter]
-	mu        sync.Mutex
+	exporters exports.Table[*exporter]
 }
 
-func (s *server) lookup(key string) *exporter { return (*s.exporters.Load())[key] }
-
-func (s *server) keys() []string {
-	m := *s.exporters.Load()
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+func (s *server) lookup(key string) *exporter {
+	e, _ := s.exporters.Lookup(key)
+	return e
 }
+
+func (s *server) keys() []string { return s.exporters.Keys() }
 
 type exporter struct {
 	s       *server
@@ -116,17 +111,7 @@ func (e *exporter) Invoker() kernel.Invoker { return e.invoker }
 
 func (e *exporter) Unexport() {
 	e.once.Do(func() {
-		e.s.mu.Lock()
-		old := *e.s.exporters.Load()
-		m := make(map[string]*exporter, len(old))
-		for k, v := range old {
-			if v != e {
-				m[k] = v
-			}
-		}
-		e.s.exporters.Store(&m)
-		empty := len(m) == 0
-		e.s.mu.Unlock()
+		empty := e.s.exporters.Remove(e) == 0
 		if empty {
 			e.p.mu.Lock()
 			if e.p.servers[e.addr] == e.s {
@@ -152,8 +137,6 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	s := p.servers[addr]
 	if s == nil {
 		s = &server{codec: NewCodec(int(u.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(u.ParamInt(KeyDecodeFactor, 0)))}
-		empty := map[string]*exporter{}
-		s.exporters.Store(&empty)
 		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
 			netty.ServerOptions{
 				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
@@ -169,19 +152,10 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 		p.servers[addr] = s
 	}
 	key := u.ServiceKey()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := *s.exporters.Load()
-	if _, dup := old[key]; dup {
+	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
+	if !s.exporters.Add(key, e) {
 		return nil, kernel.Errorf(kernel.CodeUnknown, "service %s is already exported on %s", key, addr)
 	}
-	m := make(map[string]*exporter, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
-	m[key] = e
-	s.exporters.Store(&m)
 	return e, nil
 }
 
@@ -231,7 +205,7 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	}
 	key := kernel.ServiceKey(iface, group, version)
 	e := h.s.lookup(key)
-	if e == nil && len(*h.s.exporters.Load()) == 0 {
+	if e == nil && h.s.exporters.Len() == 0 {
 		// The last service was unexported: the server is closing (a
 		// graceful stop), which says more than "not found" and is retried.
 		return &netty.Response{Status: netty.StatusServerError,

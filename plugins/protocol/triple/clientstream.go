@@ -59,21 +59,10 @@ func (cs *clientStream) Context() context.Context { return cs.ctx }
 func (cs *clientStream) data(p []byte) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.partial = append(cs.partial, p...)
 	cs.queued += len(p)
-	for len(cs.partial) >= 5 {
-		n := int(binary.BigEndian.Uint32(cs.partial[1:]))
-		if n > cs.maxMsg {
-			return false
-		}
-		if len(cs.partial) < 5+n {
-			break
-		}
-		cs.msgs = append(cs.msgs, cs.partial[:5+n:5+n])
-		cs.partial = cs.partial[5+n:]
-	}
-	if len(cs.partial) == 0 {
-		cs.partial = nil
+	var ok bool
+	if cs.msgs, cs.partial, ok = splitMessages(cs.msgs, cs.partial, p, cs.maxMsg); !ok {
+		return false
 	}
 	cs.cond.Broadcast()
 	return cs.queued <= 2*(cs.maxMsg+5)

@@ -40,7 +40,7 @@ func (h *handler) health(ctx context.Context, st *stream, c *call, msg []byte) *
 	}
 	status := healthServing
 	switch {
-	case st.sc.stopping.Load() || len(*h.s.exporters.Load()) == 0:
+	case st.sc.stopping.Load() || h.s.exporters.Len() == 0:
 		status = healthNotServing
 	case svc != "" && !h.s.exports(svc):
 		return trailersOnly(st.id, statusNotFound, kernel.CodeServiceNotFound, fmt.Sprintf("service %q is not exported here", cut(svc)))
@@ -79,12 +79,9 @@ func healthRequest(b []byte) (string, error) {
 // exports reports whether any exported service has interface iface (any
 // group and version).
 func (s *server) exports(iface string) bool {
-	for _, e := range *s.exporters.Load() {
-		if e.invoker.URL().Interface() == iface {
-			return true
-		}
-	}
-	return false
+	found := false
+	s.exporters.Each(func(_ string, e *exporter) { found = found || e.invoker.URL().Interface() == iface })
+	return found
 }
 
 // healthFiles holds grpc/health/v1/health.proto for reflection, so that

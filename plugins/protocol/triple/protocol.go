@@ -27,7 +27,6 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +36,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/exports"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
 	netty "github.com/weftrpc/weft/transport-netty"
@@ -89,21 +89,15 @@ var _ extension.Protocol = (*Protocol)(nil)
 
 type server struct {
 	es        *netty.ExchangeServer
-	exporters atomic.Pointer[map[string]*exporter]
-	mu        sync.Mutex
+	exporters exports.Table[*exporter]
 }
 
-func (s *server) lookup(key string) *exporter { return (*s.exporters.Load())[key] }
-
-func (s *server) keys() []string {
-	m := *s.exporters.Load()
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+func (s *server) lookup(key string) *exporter {
+	e, _ := s.exporters.Lookup(key)
+	return e
 }
+
+func (s *server) keys() []string { return s.exporters.Keys() }
 
 type exporter struct {
 	s          *server
@@ -123,17 +117,7 @@ func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
 func (e *exporter) Unexport() {
 	e.once.Do(func() {
 		e.unexported.Store(true)
-		e.s.mu.Lock()
-		old := *e.s.exporters.Load()
-		m := make(map[string]*exporter, len(old))
-		for k, v := range old {
-			if v != e {
-				m[k] = v
-			}
-		}
-		e.s.exporters.Store(&m)
-		empty := len(m) == 0
-		e.s.mu.Unlock()
+		empty := e.s.exporters.Remove(e) == 0
 		if empty {
 			e.p.mu.Lock()
 			if e.p.servers[e.addr] == e.s {
@@ -157,8 +141,6 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	s := p.servers[addr]
 	if s == nil {
 		s = &server{}
-		empty := map[string]*exporter{}
-		s.exporters.Store(&empty)
 		payload := int(u.ParamInt(kernel.KeyPayload, DefaultPayload))
 		if payload <= 0 {
 			payload = DefaultPayload
@@ -186,19 +168,10 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 		p.servers[addr] = s
 	}
 	key := u.ServiceKey()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := *s.exporters.Load()
-	if _, dup := old[key]; dup {
+	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
+	if !s.exporters.Add(key, e) {
 		return nil, kernel.Errorf(kernel.CodeUnknown, "service %s is already exported on %s", key, addr)
 	}
-	m := make(map[string]*exporter, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
-	m[key] = e
-	s.exporters.Store(&m)
 	return e, nil
 }
 
@@ -281,7 +254,7 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		return h.reflection(all)
 	}
 	if e == nil {
-		if len(*h.s.exporters.Load()) == 0 {
+		if h.s.exporters.Len() == 0 {
 			return trailersOnly(st.id, statusUnavailable, kernel.CodeShuttingDown,
 				fmt.Sprintf("server %s is shutting down; retry on another provider", h.s.es.Addr()))
 		}

@@ -259,9 +259,7 @@ func appendReflectionError(out []byte, code int, msg string) []byte {
 // interfaces, health and reflection.
 func (h *handler) serviceNames() []string {
 	names := map[string]bool{healthService: true, reflectionV1: true, reflectionV1alpha: true}
-	for _, e := range *h.s.exporters.Load() {
-		names[e.invoker.URL().Interface()] = true
-	}
+	h.s.exporters.Each(func(_ string, e *exporter) { names[e.invoker.URL().Interface()] = true })
 	out := make([]string, 0, len(names))
 	for n := range names {
 		out = append(out, n)

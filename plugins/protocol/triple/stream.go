@@ -59,20 +59,9 @@ func (ss *serverStream) Context() context.Context { return ss.ctx }
 func (ss *serverStream) data(p []byte, end bool) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.partial = append(ss.partial, p...)
-	for len(ss.partial) >= 5 {
-		n := int(binary.BigEndian.Uint32(ss.partial[1:]))
-		if n > ss.maxMsg {
-			return false
-		}
-		if len(ss.partial) < 5+n {
-			break
-		}
-		ss.msgs = append(ss.msgs, ss.partial[:5+n:5+n])
-		ss.partial = ss.partial[5+n:]
-	}
-	if len(ss.partial) == 0 {
-		ss.partial = nil
+	var ok bool
+	if ss.msgs, ss.partial, ok = splitMessages(ss.msgs, ss.partial, p, ss.maxMsg); !ok {
+		return false
 	}
 	if end {
 		ss.ended = true
@@ -224,4 +213,26 @@ func (ss *serverStream) trailers(grpcStatus int, code kernel.Code, msg string, a
 	tb = appendMetadata(tb, att)
 	return &netty.Response{ID: uint64(ss.st.id), Status: netty.StatusOK,
 		Data: rawFrames(appendHeaders(nil, ss.st.id, tb, ss.st.sc.maxFrameNow(), true))}
+}
+
+// splitMessages appends p to partial, the start of a stream's next
+// length-prefixed message, and moves each message it completes to msgs; ok
+// is false when a message claims more than max bytes.
+func splitMessages(msgs [][]byte, partial, p []byte, max int) (_ [][]byte, _ []byte, ok bool) {
+	partial = append(partial, p...)
+	for len(partial) >= 5 {
+		n := int(binary.BigEndian.Uint32(partial[1:]))
+		if n > max {
+			return msgs, partial, false
+		}
+		if len(partial) < 5+n {
+			break
+		}
+		msgs = append(msgs, partial[:5+n:5+n])
+		partial = partial[5+n:]
+	}
+	if len(partial) == 0 {
+		partial = nil
+	}
+	return msgs, partial, true
 }

@@ -99,66 +99,6 @@ func appendWrapper(dst []byte, serializeType string, args [][]byte, argTypes []s
 	return dst
 }
 
-// javaName turns one JVM descriptor ("Ljava/lang/String;", "J",
-// "[Ljava/lang/String;") into the Java type name the wrappers carry
-// ("java.lang.String", "long", "[Ljava.lang.String;").
-func javaName(desc string) string {
-	for name, d := range javaPrimitiveNames {
-		if d == desc {
-			return name
-		}
-	}
-	if strings.HasPrefix(desc, "[") {
-		return strings.ReplaceAll(desc, "/", ".")
-	}
-	if strings.HasPrefix(desc, "L") && strings.HasSuffix(desc, ";") {
-		return strings.ReplaceAll(desc[1:len(desc)-1], "/", ".")
-	}
-	return desc
-}
-
-// javaDescriptor is javaName's inverse.
-func javaDescriptor(name string) string {
-	if d, ok := javaPrimitiveNames[name]; ok {
-		return d
-	}
-	if strings.HasPrefix(name, "[") {
-		return strings.ReplaceAll(name, ".", "/")
-	}
-	if name == "" {
-		return "Ljava/lang/Object;"
-	}
-	return "L" + strings.ReplaceAll(name, ".", "/") + ";"
-}
-
-var javaPrimitiveNames = map[string]string{
-	"boolean": "Z", "byte": "B", "char": "C", "short": "S", "int": "I",
-	"long": "J", "float": "F", "double": "D", "void": "V",
-}
-
-// splitDescriptor splits a JVM parameter descriptor into one descriptor
-// per parameter.
-func splitDescriptor(desc string) []string {
-	var out []string
-	for i := 0; i < len(desc); {
-		start := i
-		for i < len(desc) && desc[i] == '[' {
-			i++
-		}
-		if i < len(desc) && desc[i] == 'L' {
-			if j := strings.IndexByte(desc[i:], ';'); j >= 0 {
-				i += j + 1
-			} else {
-				i = len(desc)
-			}
-		} else if i < len(desc) {
-			i++
-		}
-		out = append(out, desc[start:i])
-	}
-	return out
-}
-
 var serialization = hessian2.New()
 
 // unwrapArgs decodes a wrapped request: its arguments, hessian2 each, and
@@ -178,7 +118,7 @@ func unwrapArgs(msg []byte) ([]any, string, error) {
 	}
 	var desc strings.Builder
 	for _, t := range w.argTypes {
-		desc.WriteString(javaDescriptor(t))
+		desc.WriteString(hessian2.TypeDescriptor(t))
 	}
 	return args, desc.String(), nil
 }
@@ -189,7 +129,7 @@ func wrapResult(dst []byte, v any) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	return appendWrapper(dst, hessian2.Name, [][]byte{data}, []string{javaName(hessian2.Descriptor([]any{v}))}), nil
+	return appendWrapper(dst, hessian2.Name, [][]byte{data}, []string{hessian2.JavaName(hessian2.Descriptor([]any{v}))}), nil
 }
 
 // wrapArgs is the consumer's side of unwrapArgs.
@@ -197,7 +137,7 @@ func wrapArgs(dst []byte, args []any, desc string) ([]byte, error) {
 	if desc == "" {
 		desc = hessian2.Descriptor(args)
 	}
-	descs := splitDescriptor(desc)
+	descs := hessian2.SplitDescriptor(desc)
 	data := make([][]byte, len(args))
 	types := make([]string, len(args))
 	for i, a := range args {
@@ -207,9 +147,9 @@ func wrapArgs(dst []byte, args []any, desc string) ([]byte, error) {
 		}
 		data[i] = b
 		if i < len(descs) {
-			types[i] = javaName(descs[i])
+			types[i] = hessian2.JavaName(descs[i])
 		} else {
-			types[i] = javaName(hessian2.Descriptor([]any{a}))
+			types[i] = hessian2.JavaName(hessian2.Descriptor([]any{a}))
 		}
 	}
 	return appendWrapper(dst, hessian2.Name, data, types), nil

@@ -106,9 +106,9 @@ func argDescriptor(v any) string {
 	case *float64:
 		return "Ljava/lang/Double;"
 	case hessian.Param:
-		return javaTypeDescriptor(x.JavaParamName())
+		return TypeDescriptor(x.JavaParamName())
 	case hessian.POJO:
-		return javaTypeDescriptor(x.JavaClassName())
+		return TypeDescriptor(x.JavaClassName())
 	}
 	t := reflect.TypeOf(v)
 	for t.Kind() == reflect.Pointer {
@@ -140,7 +140,7 @@ func argDescriptor(v any) string {
 	case reflect.Struct:
 		// A POJO passed by value whose JavaClassName has a pointer receiver.
 		if p, ok := reflect.New(t).Interface().(hessian.POJO); ok {
-			return javaTypeDescriptor(p.JavaClassName())
+			return TypeDescriptor(p.JavaClassName())
 		}
 	}
 	return "Ljava/lang/Object;"
@@ -153,9 +153,9 @@ var javaPrimitives = map[string]string{
 	"long": "J", "float": "F", "double": "D",
 }
 
-// javaTypeDescriptor turns a Java type name ("com.foo.User",
+// TypeDescriptor turns a Java type name ("com.foo.User",
 // "[Ljava.lang.String;", "int") into a descriptor.
-func javaTypeDescriptor(name string) string {
+func TypeDescriptor(name string) string {
 	if d, ok := javaPrimitives[name]; ok {
 		return d
 	}
@@ -166,6 +166,48 @@ func javaTypeDescriptor(name string) string {
 		return "Ljava/lang/Object;"
 	}
 	return "L" + strings.ReplaceAll(name, ".", "/") + ";"
+}
+
+// JavaName is TypeDescriptor's inverse for one parameter: "J" is "long",
+// "Ljava/lang/String;" "java.lang.String", "[Ljava/lang/String;"
+// "[Ljava.lang.String;" (the names Dubbo 3's Triple wrappers carry).
+func JavaName(desc string) string {
+	for name, d := range javaPrimitives {
+		if d == desc {
+			return name
+		}
+	}
+	if strings.HasPrefix(desc, "[") {
+		return strings.ReplaceAll(desc, "/", ".")
+	}
+	if strings.HasPrefix(desc, "L") && strings.HasSuffix(desc, ";") {
+		return strings.ReplaceAll(desc[1:len(desc)-1], "/", ".")
+	}
+	return desc
+}
+
+// SplitDescriptor splits a parameter descriptor into one descriptor per
+// parameter; a malformed tail is its own last piece.
+func SplitDescriptor(desc string) []string {
+	var out []string
+	for i := 0; i < len(desc); {
+		start := i
+		for i < len(desc) && desc[i] == '[' {
+			i++
+		}
+		switch {
+		case i < len(desc) && desc[i] == 'L':
+			if j := strings.IndexByte(desc[i:], ';'); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(desc)
+			}
+		case i < len(desc):
+			i++
+		}
+		out = append(out, desc[start:i])
+	}
+	return out
 }
 
 // maxArrayDims is the JVM's limit on array dimensions.

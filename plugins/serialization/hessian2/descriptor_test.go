@@ -75,7 +75,7 @@ func TestJavaTypeDescriptor(t *testing.T) {
 		"int": "I", "boolean": "Z", "java.lang.String": "Ljava/lang/String;",
 		"[Ljava.lang.String;": "[Ljava/lang/String;", "[I": "[I", "": "Ljava/lang/Object;",
 	} {
-		if got := javaTypeDescriptor(in); got != want {
+		if got := TypeDescriptor(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
