@@ -61,7 +61,7 @@ func echoOf(t *testing.T, res kernel.Result) string {
 
 func TestClientRoundTrip(t *testing.T) {
 	addr, _ := serve(t, nil)
-	iv := refer(t, addr, nil)
+	iv := refer(t, addr, map[string]string{kernel.KeyApplication: "shop"})
 	inv := kernel.NewInvocation("Echo", wrapperspb.String("hi"))
 	inv.SetAttachment("x-req", "7")
 	res, err := iv.Invoke(context.Background(), inv)
@@ -71,7 +71,7 @@ func TestClientRoundTrip(t *testing.T) {
 	if got := echoOf(t, res); got != "hi" {
 		t.Fatalf("echo %q", got)
 	}
-	if res.Attachments["x-resp"] != "resp-7" {
+	if res.Attachments["x-resp"] != "resp-7" || res.Attachments["x-app"] != "shop" {
 		t.Fatalf("attachments %v", res.Attachments)
 	}
 }

@@ -137,6 +137,9 @@ func (iv *invoker) fixedHeaders(contentType string) []byte {
 	if v := iv.url.Param(kernel.KeyVersion); v != "" {
 		hb = appendHeaderField(hb, headerServiceVersion, v)
 	}
+	if a := iv.url.Param(kernel.KeyApplication); a != "" && validHeaderValue(a) {
+		hb = appendHeaderField(hb, headerConsumerApp, a)
+	}
 	return hb
 }
 

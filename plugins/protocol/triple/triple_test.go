@@ -46,6 +46,9 @@ func (e *echo) Echo(ctx context.Context, in *wrapperspb.StringValue) (*wrappersp
 		if v := inv.AttachmentString("x-req"); v != "" {
 			kernel.SetReplyAttachment(ctx, "x-resp", "resp-"+v)
 		}
+		if v := inv.AttachmentString("remote.application"); v != "" {
+			kernel.SetReplyAttachment(ctx, "x-app", v)
+		}
 	}
 	return in, nil
 }
