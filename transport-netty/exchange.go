@@ -353,8 +353,19 @@ func (c *ExchangeClient) channel() (*Conn, error) {
 	}
 	if conn == nil || conn.IsClosed() {
 		msg := "not connected to " + c.url.Address() + "; reconnecting"
-		if e := c.lastErr.Load(); e != nil {
-			return nil, kernel.Wrap(kernel.CodeNetwork, *e, "%s", msg)
+		// The connection's own cause first: Disconnected, which records it
+		// as lastErr, runs only once both loops have stopped, and a call in
+		// between (a TLS server's "certificate required" alert just after
+		// the handshake, on a busy machine) would hear no reason at all.
+		var cause error
+		if conn != nil {
+			cause = conn.Err()
+		}
+		if e := c.lastErr.Load(); cause == nil && e != nil {
+			cause = *e
+		}
+		if cause != nil {
+			return nil, kernel.Wrap(kernel.CodeNetwork, cause, "%s", msg)
 		}
 		return nil, kernel.Errorf(kernel.CodeNetwork, "%s", msg)
 	}
