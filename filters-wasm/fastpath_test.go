@@ -185,6 +185,7 @@ func TestStopInWASICall(t *testing.T) {
 		t.Fatalf("fast path off: %s", why)
 	}
 	ep := newEndpoint()
+	notRun := 0 // calls whose deadline passed before the guest ran (a busy machine)
 	for i := range 20 {
 		ctx, cancel := context.Background(), context.CancelFunc(func() {})
 		if i%2 == 1 {
@@ -195,9 +196,15 @@ func TestStopInWASICall(t *testing.T) {
 		if kernel.CodeOf(err) != kernel.CodeTimeout {
 			t.Fatalf("call %d: %v", i, err)
 		}
+		if strings.Contains(err.Error(), "before weft_on_request ran") {
+			notRun++
+		}
 	}
-	if s := f.Stats(); s.Timeouts != 20 || s.Discarded < 20 {
-		t.Errorf("stats %+v", s)
+	// Each call that ran its guest was stopped in a WASI call and its
+	// instance discarded; one whose deadline passed first (a stressed CI
+	// run saw it) never started one.
+	if s := f.Stats(); s.Timeouts != int64(20-notRun) || s.Discarded < int64(20-notRun) || notRun > 10 {
+		t.Errorf("stats %+v, %d calls not run", s, notRun)
 	}
 	lines := 0
 	for _, l := range strings.Split(log.String(), "\n") {
