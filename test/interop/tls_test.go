@@ -45,10 +45,18 @@ func (f pkiFiles) yaml() string {
 // state (dubbogo.UseTLS), so TLS peers run in their own process.
 func buildDubbogoEcho(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dubbogo-echo")
-	out, err := exec.Command("go", "build", "-o", bin, "./cmd/dubbogo-echo").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/dubbogo-echo: %v\n%s", err, out)
+	return goBuild(t, ".", "./cmd/dubbogo-echo")
+}
+
+// goBuild builds the command pkg, from the module in dir, into the test's
+// temporary directory.
+func goBuild(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s (in %s): %v\n%s", pkg, dir, err, out)
 	}
 	return bin
 }

@@ -6,14 +6,12 @@ package interop_test
 // cmd/dubbogo-tri's package doc.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,12 +26,7 @@ import (
 // buildDubbogoTri builds cmd/dubbogo-tri.
 func buildDubbogoTri(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dubbogo-tri")
-	out, err := exec.Command("go", "build", "-o", bin, "./cmd/dubbogo-tri").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/dubbogo-tri: %v\n%s", err, out)
-	}
-	return bin
+	return goBuild(t, ".", "./cmd/dubbogo-tri")
 }
 
 // weftIDLEcho is weftbench.echo.EchoService on weft.
@@ -134,43 +127,6 @@ provider:
 	})
 }
 
-// startDubbogoTriProvider runs cmd/dubbogo-tri's provider and returns once
-// it listens.
-func startDubbogoTriProvider(t *testing.T, bin, addr string) {
-	t.Helper()
-	cmd := exec.Command(bin, "-mode", "provider", "-addr", addr)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "listening ") {
-				ready <- true
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("the dubbo-go Triple provider exited: %s", stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the dubbo-go Triple provider did not start: %s", stderr.String())
-	}
-}
-
 // triEchoClient is a weft stub of dubbo-go's non-IDL
 // org.weft.bench.EchoService. dubbo-go serves a non-IDL method under its Go
 // name only, so the tags give the Go names.
@@ -197,7 +153,7 @@ func TestWeftConsumerToDubboGoTripleProvider(t *testing.T) {
 	hessian2.RegisterPOJO(&dubbogo.User{})
 	bin := buildDubbogoTri(t)
 	addr, _ := freeAddr(t)
-	startDubbogoTriProvider(t, bin, addr)
+	startDubbogoProvider(t, bin, addr) // cmd/dubbogo-tri prints "listening" as dubbogo-echo does
 	var c triEchoClient
 	var idl triIDLClient
 	app := startWeft(t,

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -378,13 +377,7 @@ func buildGRPCInteropClient(t *testing.T) string {
 // buildTool builds one of test/grpc-interop's tools.
 func buildTool(t *testing.T, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
-	cmd.Dir = "../grpc-interop"
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", pkg, err, out)
-	}
-	return bin
+	return goBuild(t, "../grpc-interop", pkg)
 }
 
 // TestGRPCInteropClient runs grpc-go's own interop client, test case by test
