@@ -368,37 +368,27 @@ func (cc *clientConn) settings(f *frame) {
 	if f.flags&flagAck != 0 {
 		return
 	}
-	if len(f.payload)%6 != 0 || f.stream != 0 {
-		cc.fail(errFrameSize, "malformed SETTINGS")
+	ps, e := parseSettings(f)
+	if e != nil {
+		cc.fail(e.code, "%s", e.msg)
 		return
 	}
 	cc.gotSettings = true
-	for p := f.payload; len(p) > 0; p = p[6:] {
-		id, v := binary.BigEndian.Uint16(p), binary.BigEndian.Uint32(p[2:])
-		switch id {
-		case settingInitialWindowSize:
-			if v > maxWindow {
-				cc.fail(errFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE %d over 2^31-1", v)
-				return
-			}
-			cc.mu.Lock()
-			delta := int64(v) - cc.peerWindow
-			cc.peerWindow = int64(v)
-			for _, st := range cc.streams {
-				st.sendWindow += delta
-			}
-			cc.cond.Broadcast()
-			cc.mu.Unlock()
-			cc.pump()
-		case settingMaxFrameSize:
-			if v < defaultMaxFrame || v > 1<<24-1 {
-				cc.fail(errProtocol, "SETTINGS_MAX_FRAME_SIZE %d out of range", v)
-				return
-			}
-			cc.mu.Lock()
-			cc.peerMaxFrame = int(v)
-			cc.mu.Unlock()
+	cc.mu.Lock()
+	if ps.hasWindow {
+		delta := int64(ps.window) - cc.peerWindow
+		cc.peerWindow = int64(ps.window)
+		for _, st := range cc.streams {
+			st.sendWindow += delta
 		}
+		cc.cond.Broadcast()
+	}
+	if ps.hasMaxFrame {
+		cc.peerMaxFrame = int(ps.maxFrame)
+	}
+	cc.mu.Unlock()
+	if ps.hasWindow {
+		cc.pump()
 	}
 	cc.send(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
 }

@@ -287,3 +287,43 @@ func appendHeaders(dst []byte, stream uint32, block []byte, maxFrame int, end bo
 		typ, flags = frameContinuation, 0
 	}
 }
+
+// peerSettings are the values a SETTINGS frame sets that this side uses;
+// HEADER_TABLE_SIZE needs nothing (our encoder never indexes).
+type peerSettings struct {
+	window, maxFrame       uint32
+	hasWindow, hasMaxFrame bool
+}
+
+// parseSettings checks a SETTINGS frame (not an ACK) whole, as both ends
+// read it: a value out of range is the connection's error, and nothing of
+// the frame is applied.
+func parseSettings(f *frame) (peerSettings, *connError) {
+	var ps peerSettings
+	if f.stream != 0 {
+		return ps, &connError{code: errProtocol, msg: fmt.Sprintf("SETTINGS on stream %d", f.stream)}
+	}
+	if len(f.payload)%6 != 0 {
+		return ps, &connError{code: errFrameSize, msg: fmt.Sprintf("SETTINGS of %d bytes", len(f.payload))}
+	}
+	for p := f.payload; len(p) > 0; p = p[6:] {
+		id, v := binary.BigEndian.Uint16(p), binary.BigEndian.Uint32(p[2:])
+		switch id {
+		case settingEnablePush:
+			if v > 1 {
+				return ps, &connError{code: errProtocol, msg: fmt.Sprintf("SETTINGS_ENABLE_PUSH %d", v)}
+			}
+		case settingInitialWindowSize:
+			if v > maxWindow {
+				return ps, &connError{code: errFlowControl, msg: fmt.Sprintf("SETTINGS_INITIAL_WINDOW_SIZE %d over 2^31-1", v)}
+			}
+			ps.window, ps.hasWindow = v, true
+		case settingMaxFrameSize:
+			if v < defaultMaxFrame || v > 1<<24-1 {
+				return ps, &connError{code: errProtocol, msg: fmt.Sprintf("SETTINGS_MAX_FRAME_SIZE %d out of [16384, 16777215]", v)}
+			}
+			ps.maxFrame, ps.hasMaxFrame = v, true
+		}
+	}
+	return ps, nil
+}

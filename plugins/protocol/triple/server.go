@@ -348,53 +348,31 @@ func (sc *serverConn) frame(f *frame) {
 }
 
 func (sc *serverConn) settings(f *frame) {
-	if f.stream != 0 {
-		sc.fail(errProtocol, "SETTINGS on stream %d", f.stream)
-		return
-	}
 	if f.flags&flagAck != 0 {
-		if len(f.payload) != 0 {
+		if len(f.payload) != 0 || f.stream != 0 {
 			sc.fail(errFrameSize, "SETTINGS ACK with a payload")
 		}
 		return
 	}
-	if len(f.payload)%6 != 0 {
-		sc.fail(errFrameSize, "SETTINGS of %d bytes", len(f.payload))
+	ps, e := parseSettings(f)
+	if e != nil {
+		sc.fail(e.code, "%s", e.msg)
 		return
 	}
 	sc.gotSettings = true
-	for p := f.payload; len(p) > 0; p = p[6:] {
-		id, v := binary.BigEndian.Uint16(p), binary.BigEndian.Uint32(p[2:])
-		switch id {
-		case settingEnablePush:
-			if v > 1 {
-				sc.fail(errProtocol, "SETTINGS_ENABLE_PUSH %d", v)
-				return
-			}
-		case settingInitialWindowSize:
-			if v > maxWindow {
-				sc.fail(errFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE %d over 2^31-1", v)
-				return
-			}
-			sc.mu.Lock()
-			delta := int64(v) - sc.peerWindow
-			sc.peerWindow = int64(v)
-			for _, st := range sc.inflight {
-				st.sendWindow += delta
-			}
-			sc.cond.Broadcast()
-			sc.mu.Unlock()
-		case settingMaxFrameSize:
-			if v < defaultMaxFrame || v > 1<<24-1 {
-				sc.fail(errProtocol, "SETTINGS_MAX_FRAME_SIZE %d out of [16384, 16777215]", v)
-				return
-			}
-			sc.mu.Lock()
-			sc.peerMaxFrame = int(v)
-			sc.mu.Unlock()
+	sc.mu.Lock()
+	if ps.hasWindow {
+		delta := int64(ps.window) - sc.peerWindow
+		sc.peerWindow = int64(ps.window)
+		for _, st := range sc.inflight {
+			st.sendWindow += delta
 		}
-		// HEADER_TABLE_SIZE needs nothing: our encoder never indexes.
+		sc.cond.Broadcast()
 	}
+	if ps.hasMaxFrame {
+		sc.peerMaxFrame = int(ps.maxFrame)
+	}
+	sc.mu.Unlock()
 	sc.send(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
 }
 
