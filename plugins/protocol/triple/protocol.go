@@ -262,7 +262,11 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 			fmt.Sprintf("unknown service %s (exported here: %s); check the service name, tri-service-group and tri-service-version",
 				view.Cut(key, 200), strings.Join(h.s.keys(), ", ")))
 	}
-	if kind := kernel.ParseStreamKind(e.invoker.URL().MethodParam(c.method, kernel.KeyStream)); kind != kernel.Unary {
+	kind := st.kind // the read loop's, from st.exp
+	if e != st.exp {
+		kind = kernel.ParseStreamKind(e.invoker.URL().MethodParam(c.method, kernel.KeyStream))
+	}
+	if kind != kernel.Unary {
 		return h.replyStream(conn, e, all, kind)
 	}
 	msg := c.msg
