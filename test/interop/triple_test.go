@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -736,7 +737,16 @@ func TestTripleGzip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(grpc.RPCCompressor(grpc.NewGZIPCompressor()))
+	// The server compresses its answer (SetSendCompressor) when the client
+	// says it takes gzip, and records that it did: a weft consumer that
+	// reads the answer has then read a compressed one.
+	var compressed atomic.Int64
+	gs := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if err := grpc.SetSendCompressor(ctx, gzip.Name); err == nil {
+			compressed.Add(1)
+		}
+		return h(ctx, req)
+	}))
 	testgrpc.RegisterTestServiceServer(gs, interop.NewTestServer())
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
@@ -748,5 +758,8 @@ consumer:
 `, ln.Addr()))), weft.WithReference("test", &c))
 	if r, err := c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 30000}); err != nil || len(r.GetPayload().GetBody()) != 30000 {
 		t.Fatalf("a gzip answer to a weft consumer: %v", err)
+	}
+	if compressed.Load() != 1 {
+		t.Fatal("grpc-go's server did not compress its answer: the consumer did not say it takes gzip")
 	}
 }
