@@ -19,7 +19,6 @@ import (
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
-	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -202,40 +201,26 @@ config_center: {address: "apollo://127.0.0.1:8080", data_id: app.yaml}`,
 // Nacos is a plugin of registry-nacos, not built in: a config that names
 // it for a registry or a config center without the plugin fails New with
 // the key path, the package it lives in and the line that adds it, as an
-// OTLP exporter does (TestTracingConfigErrors). With the plugin, both are
-// known by the name nacos.
+// OTLP exporter does (TestTracingConfigErrors). registry-nacos's own tests
+// (TestPluginNames) check the names with the plugin added.
 func TestNacosIsAPlugin(t *testing.T) {
 	cases := []struct {
 		name, yaml string
-		plugin     bool
 		want       []string
 	}{
 		{"registry without the plugin", `
-registries: {main: {address: "nacos://127.0.0.1:1?namespace=dev"}}`, false,
+registries: {main: {address: "nacos://127.0.0.1:1?namespace=dev"}}`,
 			[]string{"registries.main.address: the nacos registry lives in github.com/weftrpc/weft/registry-nacos, which this program does not link",
 				`import nacos "github.com/weftrpc/weft/registry-nacos"`, "weft.WithPlugins(nacos.Plugin())", "known: embedded"}},
 		{"config center without the plugin", `
-config_center: {address: "nacos://127.0.0.1:1", data_id: app.yaml}`, false,
+config_center: {address: "nacos://127.0.0.1:1", data_id: app.yaml}`,
 			[]string{"config_center.address: the nacos config center lives in github.com/weftrpc/weft/registry-nacos, which this program does not link",
 				`import nacos "github.com/weftrpc/weft/registry-nacos"`, "weft.WithPlugins(nacos.Plugin())", "no other config center is linked"}},
-		{"unknown registry with the plugin", `
-registries: {main: {address: "zookeeper://127.0.0.1:2181"}}`, true,
-			[]string{"registries.main.address", `unknown registry extension "zookeeper" (known: embedded, nacos)`}},
-		{"unknown config center with the plugin", `
-config_center: {address: "apollo://127.0.0.1:8080", data_id: app.yaml}`, true,
-			[]string{"config_center.address", `unknown config center extension "apollo" (known: nacos)`}},
-		{"config center without data id", `
-config_center: {address: "nacos://127.0.0.1:1"}`, true,
-			[]string{"config_center.data_id", "application.name"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []weft.Option{weft.WithConfig(weft.ConfigYAML(tc.yaml)), weft.WithoutEnv(), weft.WithLogger(quiet),
-				weft.WithService("greeter", greeter{})}
-			if tc.plugin {
-				opts = append(opts, weft.WithPlugins(nacos.Plugin()))
-			}
-			_, err := weft.New(opts...)
+			_, err := weft.New(weft.WithConfig(weft.ConfigYAML(tc.yaml)), weft.WithoutEnv(), weft.WithLogger(quiet),
+				weft.WithService("greeter", greeter{}))
 			if err == nil {
 				t.Fatal("New succeeded, want a start-up error")
 			}
@@ -245,20 +230,6 @@ config_center: {address: "nacos://127.0.0.1:1"}`, true,
 				}
 			}
 		})
-	}
-	// With the plugin, a Nacos registry is valid config: New builds the App
-	// (it connects at Start).
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(nacos.Plugin()),
-		weft.WithService("greeter", greeter{}), weft.WithConfig(weft.ConfigYAML(`
-registries: {main: {address: "nacos://127.0.0.1:1"}}
-provider:
-  services:
-    greeter: {interface: org.example.Greeter, protocol: injvm}`)))
-	if err != nil {
-		t.Fatalf("New with the plugin: %v", err)
-	}
-	if err := app.Stop(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }
 

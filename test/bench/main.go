@@ -61,9 +61,12 @@ func root() string {
 	return strings.TrimSpace(string(out))
 }
 
+// build builds pkg from the module in dir against that module's own go.mod
+// (test/interop is outside the repository's workspace).
 func build(dir, out string, pkg string) error {
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	cmd.Stderr = os.Stderr
 	return cmd.Run()
 }
@@ -103,13 +106,13 @@ func run(rounds int, dur time.Duration, size int, concList string, names []strin
 	}
 	defer os.RemoveAll(bin)
 	fmt.Fprintln(os.Stderr, "bench: building")
-	if err := build(top, filepath.Join(bin, "weft"), "./apps/weft"); err != nil {
+	if err := build(filepath.Join(top, "apps", "weft"), filepath.Join(bin, "weft"), "."); err != nil {
 		return err
 	}
 	if err := build(top, filepath.Join(bin, "echo"), "./apps/examples/echo"); err != nil {
 		return err
 	}
-	if err := build(top, filepath.Join(bin, "rawtcp"), "./test/bench/rawtcp"); err != nil {
+	if err := build(filepath.Join(top, "test"), filepath.Join(bin, "rawtcp"), "./bench/rawtcp"); err != nil {
 		return err
 	}
 	if err := build(filepath.Join(top, "test", "interop"), filepath.Join(bin, "dubbogo-echo"), "./cmd/dubbogo-echo"); err != nil {

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 PEERS_BIN=${BIN:-$HOME/.cache/weft-peers}
 [ -x "$PEERS_BIN/grpcgo-server" ] || { echo "triple-peers.sh: no $PEERS_BIN/grpcgo-server; run bash ../shared/peers/bench.sh build first" >&2; exit 2; }
 WB=$(mktemp -d); trap 'rm -rf "$WB"' EXIT
-go build -o "$WB/weft" ./apps/weft
+(cd apps/weft && GOWORK=off go build -o "$WB/weft" .)
 go build -o "$WB/weft-echo" ./apps/examples/echo
 PORT=${PORT:-20941}
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }

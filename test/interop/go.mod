@@ -8,9 +8,11 @@ require (
 	github.com/apache/dubbo-go-hessian2 v1.12.5
 	github.com/dubbogo/gost v1.14.3
 	github.com/weftrpc/weft v0.0.0
+	github.com/weftrpc/weft/registry-nacos v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	google.golang.org/grpc v1.59.0
 )
 
 require (
@@ -129,7 +131,6 @@ require (
 	golang.org/x/time v0.1.0 // indirect
 	golang.org/x/tools v0.35.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20230822172742-b8732ec3820d // indirect
-	google.golang.org/grpc v1.59.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
@@ -137,4 +138,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
-replace github.com/weftrpc/weft => ../..
+replace (
+	github.com/weftrpc/weft => ../..
+	github.com/weftrpc/weft/registry-nacos => ../../registry-nacos
+)

@@ -49,12 +49,15 @@ func buildDubbogoEcho(t *testing.T) string {
 }
 
 // goBuild builds the command pkg, from the module in dir, into the test's
-// temporary directory.
+// temporary directory, against that module's own go.mod: these modules
+// are outside the repository's workspace (../../go.work), and their pins
+// are what they test.
 func goBuild(t *testing.T, dir, pkg string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s (in %s): %v\n%s", pkg, dir, err, out)
 	}
