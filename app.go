@@ -153,7 +153,7 @@ func New(opts ...Option) (*App, error) {
 	a := &App{log: o.log, logFile: o.logFile}
 	a.fx = fx.New(
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
-		fx.Supply(local, &registry{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
+		fx.Supply(local, &bindings{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
 		fx.Provide(resolveConfig),
 		fx.Provide(kernel.NewStatusStore),
 		builtins(),

@@ -343,7 +343,7 @@ func (rt *runtime) rerefer(r, nr *reference) {
 		return
 	}
 	if rd != nil {
-		r.union.retarget(rd)
+		r.sub.Retarget(rd)
 	}
 	r.url, r.targets, r.routers, r.dir = nr.url, nr.targets, nr.routers, nr.dir
 	if old := r.invoker.Swap(&iv); old != nil {

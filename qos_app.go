@@ -100,8 +100,8 @@ func (q qosApp) Services() []qos.Service {
 			}
 		}
 		for _, r := range regs {
-			if r.service == s.id {
-				sv.Registries = append(sv.Registries, qos.Registration{Registry: r.registry, Registered: r.on.Load()})
+			if r.Service == s.id {
+				sv.Registries = append(sv.Registries, qos.Registration{Registry: r.Registry, Registered: r.Registered})
 			}
 		}
 		out = append(out, sv)
@@ -231,9 +231,9 @@ func (q qosApp) Ready() (bool, string) {
 	for _, s := range rt.services {
 		has, on := false, false
 		for _, r := range regs {
-			if r.service == s.id {
+			if r.Service == s.id {
 				has = true
-				on = on || r.on.Load()
+				on = on || r.Registered
 			}
 		}
 		if !has || on {

@@ -21,6 +21,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/proxy"
 	"github.com/weftrpc/weft/qos"
+	"github.com/weftrpc/weft/registry"
 )
 
 // runtime is what one App exports and refers, built from its Config and its
@@ -36,15 +37,12 @@ type runtime struct {
 	regs      *kernel.Loader[extension.RegistryFactory]
 
 	registryURLs map[string]*kernel.URL // id -> address
-	registries   map[string]extension.Registry
-	// registered is every (service, registry) registration, kept after
-	// QoS's offline so that online can register it again; exported is
-	// each export's published URL (ls, ps). regMu guards both slices;
-	// regOpMu serialises the registry calls of online, offline and stop.
-	registered []*registration
-	exported   []exportedURL
-	regMu      sync.Mutex
-	regOpMu    sync.Mutex
+	// layer is the registries and what is registered and subscribed in
+	// them (package registry), open from start to stop.
+	layer *registry.Layer
+	// exported is each export's published URL (ls, ps), guarded by regMu.
+	exported []exportedURL
+	regMu    sync.Mutex
 	// life is the App's life as QoS's probes see it (qos_app.go).
 	life lifeState
 
@@ -54,7 +52,7 @@ type runtime struct {
 
 	exporters []extension.Exporter
 
-	reg *registry
+	reg *bindings
 	// With a config center, what a changed document may replace while
 	// the App runs (see dynamic.go); all nil/empty without one.
 	cc      *configCenter
@@ -65,14 +63,6 @@ type runtime struct {
 	stopCh  chan struct{}
 	drains  sync.WaitGroup
 	obs     *observer // life events for metrics (metrics_plugin.go)
-}
-
-type registration struct {
-	service  string // provider.services id
-	registry string // registries id
-	reg      extension.Registry
-	url      *kernel.URL
-	on       atomic.Bool // registered now: false after offline
 }
 
 type exportedURL struct {
@@ -96,10 +86,10 @@ type reference struct {
 	stubs    []any
 	invoker  atomic.Pointer[kernel.Invoker]
 
-	// Set by refer: where new routers go, and the registries' listener
-	// that feeds the directory of a discovering reference.
-	dir   interface{ SetRouters([]extension.Router) }
-	union *unionListener
+	// Set by refer: where new routers go, and the registries'
+	// subscription that feeds the directory of a discovering reference.
+	dir interface{ SetRouters([]extension.Router) }
+	sub *registry.Subscription
 }
 
 func (r *reference) current() (kernel.Invoker, error) {
@@ -110,20 +100,22 @@ func (r *reference) current() (kernel.Invoker, error) {
 	return *p, nil
 }
 
-type registry struct {
+// bindings are the Go values an App was given: implementations, stubs and
+// mock fallbacks, by id.
+type bindings struct {
 	impls map[string]any
 	stubs map[string][]any
 	mocks map[string]any
 }
 
-func newRuntime(cfg *Config, reg *registry, log *slog.Logger,
+func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
 	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
 	cc *configCenter, wasm wasmSet, obs *observer,
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
-		regs: regs, registryURLs: map[string]*kernel.URL{}, registries: map[string]extension.Registry{},
+		regs: regs, registryURLs: map[string]*kernel.URL{},
 		refs: map[string]*reference{}, reg: reg, cc: cc, wasm: wasm, stopCh: make(chan struct{}), obs: obs}
 	var errs []error
 	fallbacks := map[string]kernel.Invoker{}
@@ -252,7 +244,7 @@ func documentMerged(cc *configCenter) bool {
 
 // emptyConfigError says that an App has nothing to export and nothing to
 // refer: it would start, idle and silent.
-func emptyConfigError(reg *registry) error {
+func emptyConfigError(reg *bindings) error {
 	msg := "no services or references configured, so there is nothing to export or refer: " +
 		"declare provider.services.<id> (its implementation registered with weft.WithService) " +
 		"or consumer.references.<id>; see the quick start in README.md (apps/examples/quickstart/weft.yaml)"
@@ -299,7 +291,7 @@ func (rt *runtime) protocolFor(id string) (ProtocolConfig, error) {
 		id, strings.Join(ids, ", "), strings.Join(rt.protocols.Names(), ", "))
 }
 
-func (rt *runtime) buildService(id string, sc ServiceConfig, reg *registry) (*service, error) {
+func (rt *runtime) buildService(id string, sc ServiceConfig, reg *bindings) (*service, error) {
 	if sc.Interface == "" {
 		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
 	}
@@ -431,7 +423,7 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 			if pu.Path == "" {
 				pu = kernel.NewURL(pu.Protocol, pu.Host, pu.Port, rc.Interface, pu.Params())
 			}
-			r.targets = append(r.targets, mergeURL(pu, params))
+			r.targets = append(r.targets, registry.MergeURL(pu, params))
 		}
 	default:
 		name := rc.Protocol
@@ -466,7 +458,7 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 		if err != nil {
 			return nil, err
 		}
-		r.targets = append(r.targets, mergeURL(kernel.NewURL(p.Name, "127.0.0.1", p.Port, rc.Interface, nil), params))
+		r.targets = append(r.targets, registry.MergeURL(kernel.NewURL(p.Name, "127.0.0.1", p.Port, rc.Interface, nil), params))
 	}
 	for _, t := range r.targets {
 		if !rt.protocols.Has(t.Protocol) {
@@ -520,19 +512,16 @@ func (rt *runtime) buildRouters(rc ReferenceConfig) ([]extension.Router, error) 
 	return routers, nil
 }
 
-// referProvider turns a provider URL from a registry into an invoker: the
-// consumer's settings laid over the provider's, the protocol's invoker, the
-// per-invoker filters.
-func (rt *runtime) referProvider(ctx context.Context, provider, consumer *kernel.URL) (kernel.Invoker, error) {
-	params := consumer.Params()
-	delete(params, kernel.KeySide)
-	delete(params, kernel.KeyTimestamp)
-	t := mergeURL(provider, params)
+// referOne turns one provider URL, merged with the consumer's settings
+// already, into an invoker: the protocol's invoker and the per-invoker
+// filters. Static references and the registry layer's directories both
+// refer through it.
+func (rt *runtime) referOne(ctx context.Context, t *kernel.URL) (kernel.Invoker, error) {
 	p, err := rt.protocols.Get(t.Protocol)
 	if err != nil {
 		return nil, err
 	}
-	iv, err := p.Refer(context.WithoutCancel(ctx), t)
+	iv, err := p.Refer(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -545,56 +534,6 @@ func (rt *runtime) referProvider(ctx context.Context, provider, consumer *kernel
 	return extension.BuildChain(iv, perInvoker), nil
 }
 
-// unionListener merges the full lists of several registries into one for
-// the directory: each registry's notification replaces only its own part.
-type unionListener struct {
-	mu    sync.Mutex
-	dir   extension.NotifyListener
-	parts map[string][]*kernel.URL
-	obs   *observer
-}
-
-func newUnionListener(dir extension.NotifyListener) *unionListener {
-	return &unionListener{dir: dir, parts: map[string][]*kernel.URL{}}
-}
-
-type unionMember struct {
-	u  *unionListener
-	id string
-}
-
-func (u *unionListener) member(id string) extension.NotifyListener { return unionMember{u, id} }
-
-func (m unionMember) Notify(urls []*kernel.URL) {
-	m.u.mu.Lock()
-	defer m.u.mu.Unlock()
-	m.u.parts[m.id] = urls
-	all := m.u.all()
-	m.u.obs.notified(len(all))
-	m.u.dir.Notify(all)
-}
-
-func (u *unionListener) all() []*kernel.URL {
-	var all []*kernel.URL
-	for _, id := range sortedKeys(u.parts) {
-		all = append(all, u.parts[id]...)
-	}
-	return all
-}
-
-// retarget makes dir the directory the registries feed, starting with the
-// providers known now: a reference referred again needs no new
-// subscription, and its new directory is never empty while the old one
-// was not.
-func (u *unionListener) retarget(dir extension.NotifyListener) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.dir = dir
-	if len(u.parts) > 0 {
-		dir.Notify(u.all())
-	}
-}
-
 // router builds the router a router URL describes; its protocol names the
 // factory.
 func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
@@ -605,27 +544,14 @@ func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
 	return f.GetRouter(u)
 }
 
-// mergeURL lays the consumer's parameters over a provider URL, as Dubbo's
-// ClusterUtils.mergeUrl does: the consumer decides timeouts, retries, load
-// balancing and its filters.
-func mergeURL(provider *kernel.URL, consumer map[string]string) *kernel.URL {
-	return provider.WithParams(consumer)
-}
-
 func (rt *runtime) start(ctx context.Context) error {
 	began := time.Now()
-	for _, id := range sortedKeys(rt.registryURLs) {
-		u := rt.registryURLs[id]
-		f, err := rt.regs.Get(u.Protocol)
-		if err != nil {
-			return err
-		}
-		reg, err := f.GetRegistry(u)
-		if err != nil {
-			return fmt.Errorf("weft: registries.%s (%s): %w", id, u, err)
-		}
-		rt.registries[id] = reg
+	layer, err := registry.Open(rt.registryURLs, rt.regs, rt.log, registry.Events{
+		Registered: rt.obs.registered, Subscribed: rt.obs.subscribed, Notified: rt.obs.notified})
+	if err != nil {
+		return fmt.Errorf("weft: %w", err)
 	}
+	rt.layer = layer
 	for _, s := range rt.services {
 		for _, inv := range s.invokers {
 			if err := rt.export(ctx, s.id, inv); err != nil {
@@ -687,44 +613,31 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 		rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol)
 		return nil
 	}
-	for _, rid := range sortedKeys(rt.registries) {
-		reg := rt.registries[rid]
-		err := reg.Register(ctx, pub)
-		rt.obs.registered(err)
-		if err != nil {
-			return fmt.Errorf("weft: register %s in registries.%s: %w", id, rid, err)
-		}
-		r := &registration{service: id, registry: rid, reg: reg, url: pub}
-		r.on.Store(true)
-		rt.regMu.Lock()
-		rt.registered = append(rt.registered, r)
-		rt.regMu.Unlock()
+	if err := rt.layer.Register(ctx, id, pub); err != nil {
+		return fmt.Errorf("weft: %w", err)
 	}
 	// With port 0 this line is where the bound port shows.
 	rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol,
-		"address", pub.Address(), "registries", strings.Join(sortedKeys(rt.registries), ","))
+		"address", pub.Address(), "registries", strings.Join(rt.layer.IDs(), ","))
 	return nil
 }
 
-// registrations is a copy of rt.registered, for reading without regMu.
-func (rt *runtime) registrations() []*registration {
-	rt.regMu.Lock()
-	defer rt.regMu.Unlock()
-	return append([]*registration(nil), rt.registered...)
+// registrations lists the App's registrations (none before start).
+func (rt *runtime) registrations() []registry.Registration {
+	if rt.layer == nil {
+		return nil
+	}
+	return rt.layer.Registrations()
 }
 
 // setOnline registers (on) or unregisters, in every registry, the services
 // whose ids are in ids, leaving them exported: QoS's online and offline.
-// Offline consumers stop choosing this provider once their registry tells
-// them, and the calls they already sent finish; online brings them back.
 // It returns the service keys it was asked to change; a registry that fails
 // leaves that registration as it was, and says so in the error.
 func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) ([]string, error) {
-	rt.regOpMu.Lock()
-	defer rt.regOpMu.Unlock()
-	verb, from, what := "unregister", "from", "offline"
+	verb, what := "unregister", "offline"
 	if on {
-		verb, from, what = "register", "in", "online"
+		verb, what = "register", "online"
 	}
 	switch {
 	case rt.life.stopping.Load():
@@ -738,35 +651,14 @@ func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) 
 			keys = append(keys, s.urls[0].ServiceKey())
 		}
 	}
-	var errs []error
-	registered := false
-	for _, r := range rt.registrations() {
-		if !ids[r.service] {
-			continue
-		}
-		registered = true
-		if r.on.Load() == on {
-			continue
-		}
-		var err error
-		if on {
-			err = r.reg.Register(ctx, r.url)
-		} else {
-			err = r.reg.Unregister(ctx, r.url)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %s %s registries.%s: %w (it stays as it was there; run the command again once the registry answers)",
-				verb, r.url.String(), from, r.registry, err))
-			continue
-		}
-		r.on.Store(on)
-		rt.log.Info("weft: qos: "+what, "service", r.service, "registry", r.registry, "url", r.url.String())
-	}
-	if !registered {
+	err := rt.layer.SetOnline(ctx, ids, on, func(service, reg string, u *kernel.URL) {
+		rt.log.Info("weft: qos: "+what, "service", service, "registry", reg, "url", u.String())
+	})
+	if errors.Is(err, registry.ErrNotRegistered) {
 		return nil, fmt.Errorf("%w in any registry, nothing to %s: %s (the App has no registries, or exports it in process only); %s applies to services registered in registries.<id>",
 			qos.ErrNotFound, verb, strings.Join(keys, ", "), what)
 	}
-	return keys, errors.Join(errs...)
+	return keys, err
 }
 
 func (rt *runtime) refer(ctx context.Context, r *reference) error {
@@ -775,21 +667,15 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 		return err
 	}
 	if rd != nil {
-		r.union = newUnionListener(rd)
-		r.union.obs = rt.obs
-		for _, id := range sortedKeys(rt.registries) {
-			err := rt.registries[id].Subscribe(ctx, r.url, r.union.member(id))
-			rt.obs.subscribed(err)
-			if err != nil {
-				iv.Destroy()
-				return fmt.Errorf("subscribe in registries.%s: %w", id, err)
-			}
+		if r.sub, err = rt.layer.Subscribe(ctx, r.url, rd); err != nil {
+			iv.Destroy()
+			return err
 		}
 	}
 	r.invoker.Store(&iv)
 	if rd != nil {
 		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(),
-			"registries", strings.Join(sortedKeys(rt.registries), ","), "providers", len(rd.Invokers()))
+			"registries", strings.Join(rt.layer.IDs(), ","), "providers", len(rd.Invokers()))
 	} else {
 		addrs := make([]string, len(r.targets))
 		for i, t := range r.targets {
@@ -817,11 +703,7 @@ func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 	}
 	var dir extension.Directory
 	if r.discover {
-		url := r.url
-		rd = cluster.NewRegistryDirectory(url, func(pu *kernel.URL) (kernel.Invoker, error) {
-			return rt.referProvider(context.WithoutCancel(ctx), pu, url)
-		}, rt.log)
-		rd.SetRouters(r.routers)
+		rd = rt.layer.Directory(ctx, r.url, r.routers, rt.referOne)
 		dir, r.dir = rd, rd
 	} else {
 		var invokers []kernel.Invoker
@@ -831,24 +713,12 @@ func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 			}
 		}
 		for _, t := range r.targets {
-			p, err := rt.protocols.Get(t.Protocol)
+			iv, err := rt.referOne(ctx, t)
 			if err != nil {
 				destroy()
 				return nil, nil, err
 			}
-			iv, err := p.Refer(ctx, t)
-			if err != nil {
-				destroy()
-				return nil, nil, err
-			}
-			filters, err := rt.filters.Activate(t, kernel.KeyReferenceFilter, kernel.GroupConsumer)
-			if err != nil {
-				iv.Destroy()
-				destroy()
-				return nil, nil, err
-			}
-			_, perInvoker := extension.SplitClusterScoped(filters)
-			invokers = append(invokers, extension.BuildChain(iv, perInvoker))
+			invokers = append(invokers, iv)
 		}
 		sd := cluster.NewStaticDirectory(r.url, invokers)
 		sd.SetRouters(r.routers)
@@ -891,28 +761,16 @@ func (rt *runtime) stop(ctx context.Context) error {
 	// Unregister first, so consumers stop choosing this provider while it
 	// still answers; then references; then exporters, which refuse new
 	// calls and drain those in flight before closing. (Those taken
-	// offline are unregistered already; regOpMu waits for an online or
+	// offline are unregistered already; the layer waits for an online or
 	// offline under way.)
-	rt.regOpMu.Lock()
-	regs := rt.registrations()
-	for i := len(regs) - 1; i >= 0; i-- {
-		r := regs[i]
-		if !r.on.Swap(false) {
-			continue
-		}
-		if err := r.reg.Unregister(ctx, r.url); err != nil {
-			rt.log.Warn("weft: unregister", "url", r.url.String(), "err", err)
-		}
-	}
-	rt.regMu.Lock()
-	rt.registered = nil
-	rt.regMu.Unlock()
-	rt.regOpMu.Unlock()
-	if d := time.Duration(rt.cfg.Provider.Shutdown.Wait) * time.Millisecond; d > 0 && len(rt.registries) > 0 && len(rt.exporters) > 0 {
-		// Give consumers time to hear of the unregistration.
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
+	if rt.layer != nil {
+		rt.layer.UnregisterAll(ctx)
+		if d := time.Duration(rt.cfg.Provider.Shutdown.Wait) * time.Millisecond; d > 0 && !rt.layer.Empty() && len(rt.exporters) > 0 {
+			// Give consumers time to hear of the unregistration.
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
 		}
 	}
 	for i := len(rt.refIDs) - 1; i >= 0; i-- {
@@ -925,12 +783,9 @@ func (rt *runtime) stop(ctx context.Context) error {
 		rt.exporters[i].Unexport()
 	}
 	rt.exporters = nil
-	for _, id := range sortedKeys(rt.registries) {
-		if err := rt.registries[id].Close(); err != nil {
-			rt.log.Warn("weft: close registry", "registry", id, "err", err)
-		}
+	if rt.layer != nil {
+		rt.layer.Close(ctx)
 	}
-	rt.registries = map[string]extension.Registry{}
 	return nil
 }
 

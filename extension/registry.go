@@ -9,7 +9,28 @@ import (
 // DefaultRegistry is the embedded registry that needs no server.
 const DefaultRegistry = "embedded"
 
+// Dubbo's registration categories, in a registered URL's category
+// parameter.
+const (
+	KeyCategory       = "category"
+	CategoryProviders = "providers"
+	CategoryConsumers = "consumers"
+)
+
+// IsConsumer reports whether a URL given to Register is a consumer's
+// (category consumers, or Dubbo's consumer:// protocol) rather than a
+// provider's.
+func IsConsumer(u *kernel.URL) bool {
+	return u.Param(KeyCategory) == CategoryConsumers || u.Protocol == "consumer"
+}
+
 // Registry publishes providers and tells consumers where they are.
+//
+// Register and Unregister get provider URLs and, for each reference that
+// does not say register=false, its consumer URL (IsConsumer). A registry
+// that keeps consumers (ZooKeeper's consumers node, for Dubbo Admin)
+// publishes them where Dubbo does; one that does not ignores them. A
+// consumer URL is never listed to subscribers.
 type Registry interface {
 	Register(ctx context.Context, url *kernel.URL) error
 	Unregister(ctx context.Context, url *kernel.URL) error

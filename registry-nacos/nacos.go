@@ -196,10 +196,14 @@ func ServiceName(url *kernel.URL) string {
 
 var errClosed = errors.New("nacos: registry closed")
 
-// Register publishes the provider url.
+// Register publishes the provider url. Consumer URLs are not published, as
+// Dubbo's NacosRegistry does by default (register-consumer-url=false).
 func (r *Registry) Register(ctx context.Context, url *kernel.URL) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if extension.IsConsumer(url) {
+		return nil
 	}
 	if url.Host == "" || url.Port <= 0 {
 		return fmt.Errorf("nacos: register %s: provider URL needs host and port", url)
@@ -231,6 +235,9 @@ func (r *Registry) Register(ctx context.Context, url *kernel.URL) error {
 func (r *Registry) Unregister(ctx context.Context, url *kernel.URL) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if extension.IsConsumer(url) {
+		return nil
 	}
 	svc := ServiceName(url)
 	r.mu.Lock()

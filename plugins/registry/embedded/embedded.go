@@ -203,6 +203,9 @@ func (r *Registry) Register(_ context.Context, u *kernel.URL) error {
 	if u == nil {
 		return errors.New("weft: embedded registry: register a nil URL")
 	}
+	if extension.IsConsumer(u) {
+		return nil // it keeps providers only
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -226,7 +229,7 @@ func (r *Registry) Register(_ context.Context, u *kernel.URL) error {
 
 // Unregister removes u's file.
 func (r *Registry) Unregister(_ context.Context, u *kernel.URL) error {
-	if u == nil {
+	if u == nil || extension.IsConsumer(u) {
 		return nil
 	}
 	r.mu.Lock()
