@@ -45,6 +45,10 @@ func (e *FrameError) Unwrap() error { return e.Err }
 
 // Conn is a Channel over one TCP connection.
 type Conn struct {
+	// readOnly: the peer said it is stopping (Dubbo's READONLY event):
+	// a client sends no new calls on it.
+	readOnly atomic.Bool
+
 	nc      net.Conn
 	codec   extension.Codec
 	handler extension.ChannelHandler

@@ -37,8 +37,14 @@ const (
 	DefaultThreads   = 200
 )
 
-// Request is an exchange-level request: a call, or a heartbeat (Event with no
-// Data).
+// ReadOnlyEvent is the Data of the event request a provider sends each
+// consumer connection when it starts a graceful stop (Dubbo's READONLY_EVENT,
+// "R", sent one-way): the consumer stops choosing that connection for new
+// calls, while the calls it has sent are still answered.
+const ReadOnlyEvent = "R"
+
+// Request is an exchange-level request: a call, a heartbeat (Event with no
+// Data), or the READONLY event (Event with Data ReadOnlyEvent).
 type Request struct {
 	ID     uint64
 	TwoWay bool
@@ -235,8 +241,12 @@ func (c *ExchangeClient) Unavailable() error {
 	if c.IsAvailable() {
 		return nil
 	}
-	_, err := c.channel()
-	if err == nil {
+	conn, err := c.channel()
+	switch {
+	case err != nil:
+	case conn.readOnly.Load():
+		err = kernel.Errorf(kernel.CodeNetwork, "provider %s is stopping (it sent READONLY); calls go to other providers", c.url.Address())
+	default:
 		err = kernel.Errorf(kernel.CodeNetwork, "client of %s is closing", c.url.Address())
 	}
 	return err
@@ -331,10 +341,12 @@ func (c *ExchangeClient) keepalive() {
 // URL is the provider URL the client connects to.
 func (c *ExchangeClient) URL() *kernel.URL { return c.url }
 
-// IsAvailable reports whether the connection is up and takes new calls.
+// IsAvailable reports whether the connection is up and takes new calls: not
+// closed, not draining, and its provider has not said it is stopping (the
+// READONLY event).
 func (c *ExchangeClient) IsAvailable() bool {
 	conn := c.conn.Load()
-	return !c.closed.Load() && !c.draining.Load() && conn != nil && !conn.IsClosed()
+	return !c.closed.Load() && !c.draining.Load() && conn != nil && !conn.IsClosed() && !conn.readOnly.Load()
 }
 
 // Pending is the number of calls waiting for a response.
@@ -503,7 +515,8 @@ func (c *ExchangeClient) Disconnected(ch extension.Channel) {
 	}
 }
 
-// Received completes calls and answers the server's heartbeats.
+// Received completes calls, answers the server's heartbeats and marks the
+// connection read-only on the server's READONLY event.
 func (c *ExchangeClient) Received(ch extension.Channel, msg any) {
 	switch m := msg.(type) {
 	case *Response:
@@ -516,6 +529,11 @@ func (c *ExchangeClient) Received(ch extension.Channel, msg any) {
 			c.late.Add(1)
 		}
 	case *Request:
+		if m.Event && m.Data == ReadOnlyEvent {
+			if conn, ok := ch.(*Conn); ok && !conn.readOnly.Swap(true) {
+				c.log.Info("weft: provider is stopping (READONLY): no new calls to it", "addr", c.url.Address())
+			}
+		}
 		if m.Event && m.TwoWay {
 			ch.Send(&Response{ID: m.ID, Status: StatusOK, Event: true})
 		}
@@ -573,6 +591,7 @@ type ExchangeServer struct {
 	// rejected counts calls answered with status 100 (pool full), for the
 	// metrics' dubbo_thread_pool_reject_thread_count.
 	rejected atomic.Int64
+	eventID  atomic.Uint64 // ids of the READONLY events it sends
 	pool     *workerPool
 	done     chan struct{}
 	bg       sync.WaitGroup
@@ -836,7 +855,16 @@ func (s *ExchangeServer) reply(conn *Conn, req *Request) (resp *Response) {
 	return s.handler.Reply(conn, req)
 }
 
-// Close stops accepting, waits up to wait for calls in flight, then closes
+// GoingAway sends the connection Dubbo's READONLY event, the first step of
+// a graceful stop: its consumer chooses other providers for new calls, and
+// the calls it sent are still served. (A Framing handler has its own:
+// Triple's GOAWAY.)
+func (s *ExchangeServer) GoingAway(c *Conn) {
+	c.Send(&Request{ID: s.eventID.Add(1), Event: true, Data: ReadOnlyEvent})
+}
+
+// Close stops accepting, tells every connection it is going away (READONLY
+// or the framing's own), waits up to wait for calls in flight, then closes
 // every connection.
 func (s *ExchangeServer) Close(wait time.Duration) error {
 	select {

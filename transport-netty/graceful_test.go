@@ -100,3 +100,59 @@ func TestPanicInHandlerFailsOnlyThatCall(t *testing.T) {
 		}
 	}
 }
+
+// A server that starts a graceful stop sends each connection the READONLY
+// event first: its client stops taking new calls at once (the directory
+// chooses other providers), says why, and the calls it had sent are still
+// answered before the connection closes.
+func TestReadOnlyEventOnServerClose(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tr := NewTransporter(log)
+	srv, err := Bind(tr, kernel.MustParseURL("dubbo://127.0.0.1:0"), testCodec{}, slowHandler{300 * time.Millisecond}, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewExchangeClient(tr, kernel.MustParseURL("dubbo://"+srv.Addr()), testCodec{}, ClientOptions{})
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Request(context.Background(), "x", 5*time.Second)
+			if err == nil && resp.Status != StatusOK {
+				err = StatusError(resp.Status, resp.ErrMsg)
+			}
+			errs <- err
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); c.Pending() < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d calls pending", c.Pending())
+		}
+	}
+	closed := make(chan struct{})
+	go func() { srv.Close(5 * time.Second); close(closed) }()
+	for deadline := time.Now().Add(5 * time.Second); c.IsAvailable(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client is still available 5 s after its server began to stop")
+		}
+	}
+	// Unavailable while the calls are still in flight: the event, not the
+	// closed connection, made it so.
+	if n := c.Pending(); n == 0 {
+		t.Fatal("no call in flight when the client turned unavailable: the READONLY event was not what did it")
+	}
+	if err := c.Unavailable(); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("Unavailable: %v, want the READONLY reason", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a call in flight failed during the graceful stop: %v", err)
+		}
+	}
+	<-closed
+}

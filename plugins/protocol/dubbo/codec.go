@@ -152,6 +152,13 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 		switch d := m.Data.(type) {
 		case nil:
 			dst = append(dst, 'N')
+		case string:
+			// An event's data (READONLY's "R"), a Hessian string as
+			// Java's ExchangeCodec.encodeEventData writes it.
+			if !m.Event {
+				return dst[:start], fmt.Errorf("weft: dubbo codec: request data %q is only an event's", d)
+			}
+			dst, err = c.ser.Marshal(dst, d)
 		case *RPCRequest:
 			dst, err = c.encodeRequestBody(dst, d)
 		default:
@@ -190,6 +197,17 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(dst[start+12:], uint32(n))
 	return dst, nil
+}
+
+// eventData is an event request's data: netty.ReadOnlyEvent for Dubbo's
+// READONLY ("R" as a Hessian string, 0x01 'R'), nil for a heartbeat (its
+// body is Hessian null) and for anything else, which is read as a heartbeat
+// too, without decoding: an event's body is never a value weft uses.
+func eventData(body []byte) any {
+	if len(body) == 2 && body[0] == 0x01 && body[1] == netty.ReadOnlyEvent[0] {
+		return netty.ReadOnlyEvent
+	}
+	return nil
 }
 
 func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
@@ -369,6 +387,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		req.ID, req.TwoWay, req.Event = id, flag&FlagTwoWay != 0, flag&FlagEvent != 0
 		switch {
 		case req.Event:
+			req.Data = eventData(body)
 		case ser != hessian2.ID:
 			req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not supported (hessian2 = %d)", id, ser, hessian2.ID)
 		default:

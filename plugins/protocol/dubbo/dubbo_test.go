@@ -469,3 +469,35 @@ func TestConnectionsSetting(t *testing.T) {
 		}
 	}
 }
+
+// The READONLY event on the wire is what Java's ExchangeCodec writes for
+// HeaderExchangeServer.sendChannelReadOnlyEvent: a one-way event request
+// (flag 0x80|0x20|2) whose body is the Hessian string "R"; decoding those
+// bytes gives the event back, and a heartbeat's body (null) stays a
+// heartbeat.
+func TestReadOnlyEventBytes(t *testing.T) {
+	c := dubbo.NewCodec(0)
+	got, err := c.Encode(nil, &netty.Request{ID: 7, Event: true, Data: netty.ReadOnlyEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0xda, 0xbb, 0xa2, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 2, 0x01, 'R'}
+	if string(got) != string(want) {
+		t.Fatalf("READONLY frame\n got % x\nwant % x", got, want)
+	}
+	msg, n, err := c.Decode(want)
+	if err != nil || n != len(want) {
+		t.Fatalf("Decode: %v, %d bytes", err, n)
+	}
+	if req, ok := msg.(*netty.Request); !ok || !req.Event || req.TwoWay || req.Data != netty.ReadOnlyEvent {
+		t.Fatalf("decoded %#v, want the one-way READONLY event", msg)
+	}
+	hb, _ := c.Encode(nil, &netty.Request{ID: 8, TwoWay: true, Event: true})
+	msg, _, _ = c.Decode(hb)
+	if req := msg.(*netty.Request); req.Data != nil {
+		t.Fatalf("a heartbeat decoded with data %v", req.Data)
+	}
+	if _, err := c.Encode(nil, &netty.Request{ID: 9, Data: "R"}); err == nil {
+		t.Fatal("a call request with string data encoded; only events carry a string")
+	}
+}
