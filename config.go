@@ -130,6 +130,17 @@ type WasmFilterConfig struct {
 type ApplicationConfig struct {
 	Name    string `koanf:"name"`
 	Version string `koanf:"version"`
+	// RegisterMode is how the App's services are registered (Dubbo's
+	// register-mode): interface (each service's URL, as Dubbo 2 does),
+	// instance (the application's instances, Dubbo 3's application-level
+	// discovery, with a MetadataService) or all (both; the default). The
+	// instance level needs application.name and a registry that has it.
+	RegisterMode string `koanf:"register_mode"`
+	// MigrationStep is where references look for providers (Dubbo's
+	// migration step): FORCE_INTERFACE, FORCE_APPLICATION, or
+	// APPLICATION_FIRST (the default: application-level providers when
+	// there are any, else interface-level ones).
+	MigrationStep string `koanf:"migration_step"`
 }
 
 // ProtocolConfig configures one protocol, keyed by an id services refer to.
@@ -270,6 +281,13 @@ type ReferenceConfig struct {
 	Mock        string `koanf:"mock"`
 	Sticky      bool   `koanf:"sticky"`
 	Connections int    `koanf:"connections"`
+	// ProvidedBy names, comma-separated, the applications that provide
+	// the interface, instead of the registry's mapping (Dubbo's
+	// provided-by).
+	ProvidedBy string `koanf:"provided_by"`
+	// MigrationStep overrides application.migration_step for this
+	// reference.
+	MigrationStep string `koanf:"migration_step"`
 	// Routers are condition rules applied to this reference's providers;
 	// the tag router (dubbo.tag) is always on.
 	Routers []RouterConfig          `koanf:"routers"`

@@ -52,6 +52,7 @@ const (
 	groupLoadBalance = `group:"weft.loadbalance"`
 	groupRouter      = `group:"weft.router"`
 	groupRegistry    = `group:"weft.registry"`
+	groupDiscovery   = `group:"weft.servicediscovery"`
 	groupConfig      = `group:"weft.configcenter"`
 	groupSpanExport  = `group:"weft.spanexporter"`
 )
@@ -71,6 +72,8 @@ func groupOf[T any]() string {
 		return groupRouter
 	case *extension.RegistryFactory:
 		return groupRegistry
+	case *extension.ServiceDiscoveryFactory:
+		return groupDiscovery
 	case *extension.DynamicConfigurationFactory:
 		return groupConfig
 	case *extension.SpanExporterFactory:
@@ -173,6 +176,9 @@ func builtins() fx.Option {
 		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
 		}),
+		Plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) Extension[extension.ServiceDiscoveryFactory] {
+			return Extension[extension.ServiceDiscoveryFactory]{Name: embedded.Name, New: value[extension.ServiceDiscoveryFactory](embedded.DiscoveryFactory{Log: log})}
+		}),
 
 		// Nacos (registry and config center) is not built in: nacos-sdk-go
 		// and the Alibaba Cloud modules it pulls cost every program ~10 MB
@@ -224,6 +230,9 @@ func loaders() fx.Option {
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),
 		loader[extension.RouterFactory]("router", extension.DefaultRouter),
 		loader[extension.RegistryFactory]("registry", extension.DefaultRegistry),
+		// Application-level discovery, by the same names as the
+		// registries that have it.
+		loader[extension.ServiceDiscoveryFactory]("service discovery", ""),
 		// No default: a config center is used only when config names one.
 		loader[extension.DynamicConfigurationFactory]("config center", ""),
 		// No default either: tracing picks its exporter (config_tracing.go).

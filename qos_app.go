@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/qos"
+	"github.com/weftrpc/weft/registry"
 )
 
 // lifeState is the App's life as the QoS probes see it. Flags, not a lock:
@@ -101,7 +102,11 @@ func (q qosApp) Services() []qos.Service {
 		}
 		for _, r := range regs {
 			if r.Service == s.id {
-				sv.Registries = append(sv.Registries, qos.Registration{Registry: r.Registry, Registered: r.Registered})
+				name := r.Registry
+				if r.Level == registry.RegisterInstance {
+					name += " (instance)"
+				}
+				sv.Registries = append(sv.Registries, qos.Registration{Registry: name, Registered: r.Registered})
 			}
 		}
 		out = append(out, sv)

@@ -35,11 +35,14 @@ type runtime struct {
 	lbs       *kernel.Loader[extension.LoadBalance]
 	routers   *kernel.Loader[extension.RouterFactory]
 	regs      *kernel.Loader[extension.RegistryFactory]
+	sds       *kernel.Loader[extension.ServiceDiscoveryFactory]
 
 	registryURLs map[string]*kernel.URL // id -> address
 	// layer is the registries and what is registered and subscribed in
 	// them (package registry), open from start to stop.
 	layer *registry.Layer
+	// metaURL is where the App's MetadataService answers, once exported.
+	metaURL atomic.Pointer[kernel.URL]
 	// exported is each export's published URL (ls, ps), guarded by regMu.
 	exported []exportedURL
 	regMu    sync.Mutex
@@ -112,11 +115,13 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
 	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
+	sds *kernel.Loader[extension.ServiceDiscoveryFactory],
 	cc *configCenter, wasm wasmSet, obs *observer,
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
-		regs: regs, registryURLs: map[string]*kernel.URL{},
+		regs: regs, sds: sds, registryURLs: map[string]*kernel.URL{},
 		refs: map[string]*reference{}, reg: reg, cc: cc, wasm: wasm, stopCh: make(chan struct{}), obs: obs}
+	registerMetadataTypes()
 	var errs []error
 	fallbacks := map[string]kernel.Invoker{}
 	for name, impl := range reg.mocks {
@@ -163,6 +168,12 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 		}
 		rt.registryURLs[id] = u
 	}
+	if err := registry.CheckModes(cfg.Application.RegisterMode, cfg.Application.MigrationStep); err != nil {
+		fail("application", err)
+	}
+	if cfg.Application.RegisterMode == registry.RegisterInstance && cfg.Application.Name == "" && len(cfg.Provider.Services) > 0 {
+		fail("application.name", errors.New("register_mode instance registers the application's instances: name the application (application.name), or use register_mode interface"))
+	}
 	checkList("provider.filter", cfg.Provider.Filter)
 	checkList("consumer.filter", cfg.Consumer.Filter)
 	checkName("consumer.cluster", cfg.Consumer.Cluster, clusters.Has, clusters.Names, "cluster")
@@ -190,6 +201,9 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 		checkName(path+".loadbalance", rc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
 		for m, mc := range rc.Methods {
 			checkName(path+".methods."+m+".loadbalance", mc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+		}
+		if err := registry.CheckModes("", rc.MigrationStep); err != nil {
+			fail(path+".migration_step", err)
 		}
 		r, err := rt.buildReference(cfg, id, rc)
 		if err == nil {
@@ -399,6 +413,8 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 		params[cluster.KeySticky] = "true"
 	}
 	setInt(params, "connections", rc.Connections)
+	set(params, registry.KeyProvidedBy, rc.ProvidedBy)
+	set(params, registry.KeyMigrationStep, rc.MigrationStep)
 	set(params, kernel.KeyLoadBalance, firstString(rc.LoadBalance, cc.LoadBalance))
 	setInt(params, kernel.KeyActives, first(rc.Actives, cc.Actives))
 	setMethods(params, rc.Methods)
@@ -546,18 +562,48 @@ func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
 
 func (rt *runtime) start(ctx context.Context) error {
 	began := time.Now()
-	layer, err := registry.Open(rt.registryURLs, rt.regs, rt.log, registry.Events{
-		Registered: rt.obs.registered, Subscribed: rt.obs.subscribed, Notified: rt.obs.notified})
+	layer, err := registry.Open(rt.registryURLs, registry.Options{
+		Log: rt.log, Registries: rt.regs, Discoveries: rt.sds,
+		Events: registry.Events{Registered: rt.obs.registered, Subscribed: rt.obs.subscribed, Notified: rt.obs.notified},
+		App:    rt.cfg.Application.Name, RegisterMode: rt.cfg.Application.RegisterMode, MigrationStep: rt.cfg.Application.MigrationStep,
+		Fetch: rt.fetchMetadata, MetadataURL: rt.metadataURL,
+	})
 	if err != nil {
 		return fmt.Errorf("weft: %w", err)
 	}
 	rt.layer = layer
+	// Export everything, then register: a service is registered once its
+	// server listens, with the port it really got, and the App's
+	// MetadataService (application-level discovery) answers before any
+	// instance points consumers to it.
+	type pending struct {
+		id  string
+		pub *kernel.URL
+	}
+	var pubs []pending
 	for _, s := range rt.services {
 		for _, inv := range s.invokers {
-			if err := rt.export(ctx, s.id, inv); err != nil {
+			pub, err := rt.export(ctx, s.id, inv)
+			if err != nil {
 				return err
 			}
+			if pub.Protocol != "injvm" {
+				pubs = append(pubs, pending{s.id, pub})
+			}
 		}
+	}
+	if len(pubs) > 0 && layer.RegistersInstances(rt.cfg.Application.Name) {
+		if err := rt.exportMetadataService(ctx, pubs[0].pub); err != nil {
+			return err
+		}
+	}
+	for _, p := range pubs {
+		if err := rt.layer.Register(ctx, p.id, p.pub); err != nil {
+			return fmt.Errorf("weft: %w", err)
+		}
+		// With port 0 this line is where the bound port shows.
+		rt.log.Info("weft: exported", "service", p.id, "interface", p.pub.Interface(), "protocol", p.pub.Protocol,
+			"address", p.pub.Address(), "registries", strings.Join(rt.layer.IDs(), ","))
 	}
 	for _, id := range rt.refIDs {
 		if err := rt.refer(ctx, rt.refs[id]); err != nil {
@@ -571,15 +617,17 @@ func (rt *runtime) start(ctx context.Context) error {
 	return nil
 }
 
-func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) error {
+// export exports one service on its protocol and returns the URL to
+// publish: with the port its server really got.
+func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) (*kernel.URL, error) {
 	u := inner.URL()
 	p, err := rt.protocols.Get(u.Protocol)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	filters, err := rt.filters.Activate(u, kernel.KeyServiceFilter, kernel.GroupProvider)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	chain := extension.BuildChain(inner, filters)
 	if rt.cc != nil {
@@ -595,7 +643,7 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	chain = generic.Wrap(chain)
 	exp, err := p.Export(ctx, chain)
 	if err != nil {
-		return fmt.Errorf("weft: export %s: %w", id, err)
+		return nil, fmt.Errorf("weft: export %s: %w", id, err)
 	}
 	rt.exporters = append(rt.exporters, exp)
 	// Registered once the server listens, with the port it really got.
@@ -611,15 +659,8 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	rt.regMu.Unlock()
 	if u.Protocol == "injvm" {
 		rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol)
-		return nil
 	}
-	if err := rt.layer.Register(ctx, id, pub); err != nil {
-		return fmt.Errorf("weft: %w", err)
-	}
-	// With port 0 this line is where the bound port shows.
-	rt.log.Info("weft: exported", "service", id, "interface", u.Interface(), "protocol", u.Protocol,
-		"address", pub.Address(), "registries", strings.Join(rt.layer.IDs(), ","))
-	return nil
+	return pub, nil
 }
 
 // registrations lists the App's registrations (none before start).

@@ -62,7 +62,13 @@ type Layer struct {
 	log    *slog.Logger
 	events Events
 	ids    []string // sorted registry ids
-	regs   map[string]extension.Registry
+	// regs are the interface-level registries, insts the application-
+	// level ones (service discovery behind the Registry interface), by
+	// registry id; a registry may be either or both.
+	regs      map[string]extension.Registry
+	insts     map[string]*instanceRegistry
+	mode      string // register mode: interface, instance, all
+	migration string // the consumers' default migration step
 
 	// opMu serialises the registry calls of SetOnline and UnregisterAll;
 	// mu guards the slices.
@@ -76,6 +82,7 @@ type Layer struct {
 type registration struct {
 	service  string // the App's id of the service (provider.services.<id>)
 	registry string // registries.<id>
+	level    string // interface or instance
 	reg      extension.Registry
 	url      *kernel.URL
 	on       atomic.Bool // registered now: false after offline or stop
@@ -84,34 +91,138 @@ type registration struct {
 // Registration describes one (service, registry) registration.
 type Registration struct {
 	Service, Registry string
-	URL               *kernel.URL
+	// Level is interface or instance (application level).
+	Level string
+	URL   *kernel.URL
 	// Registered is false once QoS took it offline (or the App stopped).
 	Registered bool
 }
 
-// Open opens a registry for each address, by its URL's protocol, from
-// factories. ids are the App's names of the registries (registries.<id>).
-// On error the registries opened so far are closed.
-func Open(addrs map[string]*kernel.URL, factories *kernel.Loader[extension.RegistryFactory], log *slog.Logger, ev Events) (*Layer, error) {
-	l := &Layer{log: log, events: ev, regs: map[string]extension.Registry{}}
+// Options configure a Layer.
+type Options struct {
+	Log    *slog.Logger
+	Events Events
+	// Registries and Discoveries are the factories, by the address URL's
+	// protocol; a registry plugin that supports application-level
+	// discovery provides both under one name.
+	Registries  *kernel.Loader[extension.RegistryFactory]
+	Discoveries *kernel.Loader[extension.ServiceDiscoveryFactory]
+	// App is the application's name; application-level registration
+	// needs one.
+	App string
+	// RegisterMode is interface, instance or all ("": all, Dubbo 3's
+	// default); MigrationStep is the consumers' FORCE_INTERFACE,
+	// APPLICATION_FIRST or FORCE_APPLICATION ("": APPLICATION_FIRST).
+	RegisterMode, MigrationStep string
+	// Fetch reads another instance's metadata; MetadataURL is where this
+	// App's MetadataService answers (nil until it is exported).
+	Fetch       MetadataFetcher
+	MetadataURL func() *kernel.URL
+}
+
+// CheckModes validates a register mode and a migration step, Dubbo's names.
+func CheckModes(mode, step string) error {
+	switch mode {
+	case "", RegisterInterface, RegisterInstance, RegisterAll:
+	default:
+		return fmt.Errorf("register_mode %q: want interface, instance or all (Dubbo's register-mode; default all)", clip(mode))
+	}
+	switch step {
+	case "", ForceInterface, ApplicationFirst, ForceApplication:
+	default:
+		return fmt.Errorf("migration step %q: want FORCE_INTERFACE, APPLICATION_FIRST or FORCE_APPLICATION (default APPLICATION_FIRST)", clip(step))
+	}
+	return nil
+}
+
+// Open opens the registries at addrs (by the App's registry id): each as
+// an interface-level registry, unless its URL says registry-type=service,
+// and as an application-level one when its plugin supports it. On error
+// the registries opened so far are closed.
+func Open(addrs map[string]*kernel.URL, o Options) (*Layer, error) {
+	if err := CheckModes(o.RegisterMode, o.MigrationStep); err != nil {
+		return nil, err
+	}
+	l := &Layer{log: o.Log, events: o.Events, regs: map[string]extension.Registry{}, insts: map[string]*instanceRegistry{},
+		mode: firstOf(o.RegisterMode, DefaultRegisterMode), migration: firstOf(o.MigrationStep, DefaultMigrationStep)}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
 	for id := range addrs {
 		l.ids = append(l.ids, id)
 	}
 	sort.Strings(l.ids)
-	for _, id := range l.ids {
-		u := addrs[id]
-		f, err := factories.Get(u.Protocol)
-		if err == nil {
-			var reg extension.Registry
-			if reg, err = f.GetRegistry(u); err == nil {
-				l.regs[id] = reg
-				continue
-			}
-		}
+	fail := func(id string, u *kernel.URL, err error) (*Layer, error) {
 		l.closeRegistries()
 		return nil, fmt.Errorf("registries.%s (%s): %w", id, u, err)
 	}
+	for _, id := range l.ids {
+		u := addrs[id]
+		serviceOnly := u.Param(KeyRegistryType) == RegistryTypeService
+		if !serviceOnly {
+			f, err := o.Registries.Get(u.Protocol)
+			if err != nil {
+				return fail(id, u, err)
+			}
+			reg, err := f.GetRegistry(u)
+			if err != nil {
+				return fail(id, u, err)
+			}
+			l.regs[id] = reg
+		}
+		if o.Discoveries == nil || !o.Discoveries.Has(u.Protocol) {
+			if serviceOnly {
+				var known []string
+				if o.Discoveries != nil {
+					known = o.Discoveries.Names()
+				}
+				return fail(id, u, fmt.Errorf("registry-type=service: the %s registry has no application-level discovery (those that have: %s); remove registry-type",
+					u.Protocol, strings.Join(known, ", ")))
+			}
+			continue
+		}
+		f, err := o.Discoveries.Get(u.Protocol)
+		if err != nil {
+			return fail(id, u, err)
+		}
+		sd, err := f.GetServiceDiscovery(u)
+		if err != nil {
+			return fail(id, u, fmt.Errorf("application-level discovery: %w", err))
+		}
+		metadataURL := o.MetadataURL
+		if metadataURL == nil {
+			metadataURL = func() *kernel.URL { return nil }
+		}
+		l.insts[id] = newInstanceRegistry(sd, o.App, o.Fetch, metadataURL, l.log)
+	}
 	return l, nil
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// RegistersInstances reports whether services are registered at
+// application level: the mode asks for it, the App has a name and a
+// registry supports it. The App then exports a MetadataService.
+func (l *Layer) RegistersInstances(app string) bool {
+	return l.mode != RegisterInterface && app != "" && len(l.insts) > 0
+}
+
+// Metadata is the App's metadata of revision, for its MetadataService; nil
+// when it has no such revision.
+func (l *Layer) Metadata(rev string) *MetadataInfo {
+	for _, id := range l.ids {
+		if ir := l.insts[id]; ir != nil {
+			if md := ir.Metadata(rev); md != nil {
+				return md
+			}
+		}
+	}
+	return nil
 }
 
 // Empty reports whether the App has no registries.
@@ -120,27 +231,42 @@ func (l *Layer) Empty() bool { return len(l.ids) == 0 }
 // IDs returns the registries' ids, sorted.
 func (l *Layer) IDs() []string { return append([]string(nil), l.ids...) }
 
-// Register publishes the exported URL of service in every registry. url
-// must carry the address the server really listens on. A service whose
-// URL says register=false is exported but not registered.
+// Register publishes the exported URL of service in every registry: at
+// interface level (its URL), at application level (the App's instance and
+// metadata) or both, as the register mode says. url must carry the address
+// the server really listens on. A service whose URL says register=false is
+// exported but not registered.
 func (l *Layer) Register(ctx context.Context, service string, url *kernel.URL) error {
 	if !url.ParamBool(KeyRegister, true) {
 		return nil
 	}
+	app := url.Param(kernel.KeyApplication)
 	for _, id := range l.ids {
-		reg := l.regs[id]
-		err := reg.Register(ctx, url)
-		if f := l.events.Registered; f != nil {
-			f(err)
+		type member struct {
+			level string
+			reg   extension.Registry
 		}
-		if err != nil {
-			return fmt.Errorf("register %s in registries.%s: %w", service, id, err)
+		var ms []member
+		if reg := l.regs[id]; reg != nil && l.mode != RegisterInstance {
+			ms = append(ms, member{RegisterInterface, reg})
 		}
-		r := &registration{service: service, registry: id, reg: reg, url: url}
-		r.on.Store(true)
-		l.mu.Lock()
-		l.registrations = append(l.registrations, r)
-		l.mu.Unlock()
+		if ir := l.insts[id]; ir != nil && l.RegistersInstances(app) {
+			ms = append(ms, member{RegisterInstance, ir})
+		}
+		for _, m := range ms {
+			err := m.reg.Register(ctx, url)
+			if f := l.events.Registered; f != nil {
+				f(err)
+			}
+			if err != nil {
+				return fmt.Errorf("register %s in registries.%s (%s level): %w", service, id, m.level, err)
+			}
+			r := &registration{service: service, registry: id, level: m.level, reg: m.reg, url: url}
+			r.on.Store(true)
+			l.mu.Lock()
+			l.registrations = append(l.registrations, r)
+			l.mu.Unlock()
+		}
 	}
 	return nil
 }
@@ -151,7 +277,7 @@ func (l *Layer) Registrations() []Registration {
 	defer l.mu.Unlock()
 	out := make([]Registration, len(l.registrations))
 	for i, r := range l.registrations {
-		out[i] = Registration{Service: r.service, Registry: r.registry, URL: r.url, Registered: r.on.Load()}
+		out[i] = Registration{Service: r.service, Registry: r.registry, Level: r.level, URL: r.url, Registered: r.on.Load()}
 	}
 	return out
 }
@@ -273,22 +399,42 @@ func (l *Layer) Directory(ctx context.Context, consumer *kernel.URL, routers []e
 // consumers) unless it says register=false; a registry that does not keep
 // consumers ignores it. On error nothing stays subscribed.
 func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extension.NotifyListener) (*Subscription, error) {
+	step := firstOf(consumer.Param(KeyMigrationStep), l.migration)
+	if err := CheckModes("", step); err != nil {
+		return nil, err
+	}
 	s := &Subscription{l: l, consumer: consumer, registered: map[string]*kernel.URL{}}
-	s.union = &union{dir: dir, parts: map[string][]*kernel.URL{}, events: l.events}
+	s.union = &union{dir: dir, parts: map[string][]*kernel.URL{}, events: l.events, preferInstances: step == ApplicationFirst}
 	for _, id := range l.ids {
-		err := l.regs[id].Subscribe(ctx, consumer, s.union.member(id))
+		if reg := l.regs[id]; reg != nil && step != ForceApplication {
+			s.union.members = append(s.union.members, unionMember{id: id, reg: reg})
+		}
+		if ir := l.insts[id]; ir != nil && step != ForceInterface {
+			s.union.members = append(s.union.members, unionMember{id: id, instance: true, reg: ir})
+		}
+	}
+	if len(s.union.members) == 0 && len(l.ids) > 0 {
+		return nil, fmt.Errorf("migration step %s: none of the registries (%s) has %s-level discovery; use %s or a registry that has",
+			step, strings.Join(l.ids, ", "), map[bool]string{true: "application", false: "interface"}[step == ForceApplication],
+			map[bool]string{true: ForceInterface, false: ApplicationFirst}[step == ForceApplication])
+	}
+	for i, m := range s.union.members {
+		err := m.reg.Subscribe(ctx, consumer, s.union.member(i))
 		if f := l.events.Subscribed; f != nil {
 			f(err)
 		}
 		if err != nil {
 			s.close(ctx)
-			return nil, fmt.Errorf("subscribe in registries.%s: %w", id, err)
+			return nil, fmt.Errorf("subscribe in registries.%s (%s level): %w", m.id, m.level(), err)
 		}
-		s.union.subscribed = append(s.union.subscribed, id)
+		s.union.subscribed = append(s.union.subscribed, i)
 	}
 	if consumer.ParamBool(KeyRegister, true) {
 		cu := ConsumerURL(consumer)
 		for _, id := range l.ids {
+			if l.regs[id] == nil {
+				continue
+			}
 			if err := l.regs[id].Register(ctx, cu); err != nil {
 				// Dubbo logs and goes on: a consumer that cannot say it
 				// exists still calls.
@@ -326,9 +472,10 @@ func (s *Subscription) Close(ctx context.Context) {
 }
 
 func (s *Subscription) close(ctx context.Context) {
-	for _, id := range s.union.subscribed {
-		if err := s.l.regs[id].Unsubscribe(ctx, s.consumer, s.union.member(id)); err != nil {
-			s.l.log.Warn("weft: unsubscribe", "registry", id, "service", s.consumer.ServiceKey(), "err", err)
+	for _, i := range s.union.subscribed {
+		m := s.union.members[i]
+		if err := m.reg.Unsubscribe(ctx, s.consumer, s.union.member(i)); err != nil {
+			s.l.log.Warn("weft: unsubscribe", "registry", m.id, "level", m.level(), "service", s.consumer.ServiceKey(), "err", err)
 		}
 	}
 	s.union.subscribed = nil
@@ -356,15 +503,19 @@ func (l *Layer) Close(ctx context.Context) {
 
 func (l *Layer) closeRegistries() {
 	for _, id := range l.ids {
-		reg, ok := l.regs[id]
-		if !ok {
-			continue
+		if reg, ok := l.regs[id]; ok {
+			if err := reg.Close(); err != nil {
+				l.log.Warn("weft: close registry", "registry", id, "err", err)
+			}
 		}
-		if err := reg.Close(); err != nil {
-			l.log.Warn("weft: close registry", "registry", id, "err", err)
+		if ir, ok := l.insts[id]; ok {
+			if err := ir.Close(); err != nil {
+				l.log.Warn("weft: close application-level discovery", "registry", id, "err", err)
+			}
 		}
 	}
 	l.regs = map[string]extension.Registry{}
+	l.insts = map[string]*instanceRegistry{}
 }
 
 // MergeURL lays the consumer's parameters over a provider URL, as Dubbo's
@@ -382,26 +533,47 @@ func ConsumerURL(ref *kernel.URL) *kernel.URL {
 }
 
 // union merges the full lists of several registries into one for the
-// directory: each registry's notification replaces only its own part.
+// directory: each member's notification replaces only its own part. With
+// APPLICATION_FIRST (preferInstances) the application-level parts win
+// whenever they list any provider, and the interface-level ones are the
+// fallback, as Dubbo's MigrationInvoker does.
 type union struct {
-	mu         sync.Mutex
-	dir        extension.NotifyListener
-	parts      map[string][]*kernel.URL
-	events     Events
-	subscribed []string // registries subscribed in, for Close
+	mu              sync.Mutex
+	dir             extension.NotifyListener
+	members         []unionMember
+	parts           map[string][]*kernel.URL
+	events          Events
+	preferInstances bool
+	subscribed      []int // members subscribed in, for Close
 }
+
+// unionMember is one registry at one level.
+type unionMember struct {
+	id       string
+	instance bool
+	reg      extension.Registry
+}
+
+func (m unionMember) level() string {
+	if m.instance {
+		return RegisterInstance
+	}
+	return RegisterInterface
+}
+
+func (m unionMember) key() string { return m.id + "/" + m.level() }
 
 type member struct {
-	u  *union
-	id string
+	u *union
+	i int
 }
 
-func (u *union) member(id string) extension.NotifyListener { return member{u, id} }
+func (u *union) member(i int) extension.NotifyListener { return member{u, i} }
 
 func (m member) Notify(urls []*kernel.URL) {
 	m.u.mu.Lock()
 	defer m.u.mu.Unlock()
-	m.u.parts[m.id] = urls
+	m.u.parts[m.u.members[m.i].key()] = urls
 	all := m.u.all()
 	if f := m.u.events.Notified; f != nil {
 		f(len(all))
@@ -410,16 +582,18 @@ func (m member) Notify(urls []*kernel.URL) {
 }
 
 func (u *union) all() []*kernel.URL {
-	ids := make([]string, 0, len(u.parts))
-	for id := range u.parts {
-		ids = append(ids, id)
+	var inst, iface []*kernel.URL
+	for _, m := range u.members {
+		if m.instance {
+			inst = append(inst, u.parts[m.key()]...)
+		} else {
+			iface = append(iface, u.parts[m.key()]...)
+		}
 	}
-	sort.Strings(ids)
-	var all []*kernel.URL
-	for _, id := range ids {
-		all = append(all, u.parts[id]...)
+	if u.preferInstances && len(inst) > 0 {
+		return inst
 	}
-	return all
+	return append(iface, inst...)
 }
 
 func (u *union) retarget(dir extension.NotifyListener) {

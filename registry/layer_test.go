@@ -81,7 +81,7 @@ func open(t *testing.T, n int) (*registry.Layer, map[string]*recorder) {
 		id := string(rune('a' + i))
 		addrs[id] = kernel.NewURL("rec", "", 0, "", map[string]string{"dir": t.TempDir(), "id": id})
 	}
-	l, err := registry.Open(addrs, loader, quiet, registry.Events{})
+	l, err := registry.Open(addrs, registry.Options{Log: quiet, Registries: loader, RegisterMode: registry.RegisterInterface})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestOpenFailureNamesTheRegistry(t *testing.T) {
 	_, err := registry.Open(map[string]*kernel.URL{
 		"a": kernel.NewURL("embedded", "", 0, "", map[string]string{embedded.KeyDir: t.TempDir()}),
 		"b": kernel.NewURL("broken", "10.0.0.1", 1, "", nil),
-	}, loader, quiet, registry.Events{})
+	}, registry.Options{Log: quiet, Registries: loader})
 	if err == nil || !contains(err.Error(), "registries.b", "broken://10.0.0.1:1", "connection refused") {
 		t.Fatalf("Open: %v", err)
 	}

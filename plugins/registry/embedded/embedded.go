@@ -735,8 +735,8 @@ func (r *Registry) Providers(ctx context.Context) (map[string][]*kernel.URL, err
 				continue
 			}
 			u, err := kernel.ParseURL(e.URL)
-			if err != nil {
-				continue
+			if err != nil || u.Protocol == instanceProto {
+				continue // application instances are not providers
 			}
 			out[u.ServiceKey()] = append(out[u.ServiceKey()], u)
 		}
