@@ -52,6 +52,7 @@ type client struct {
 	zlog     *zkLogger
 
 	hadSession atomic.Bool // a session was up and no disconnect was seen since
+	everUp     atomic.Bool // a session was up once: later ones are reconnections
 	closing    atomic.Bool
 }
 
@@ -148,6 +149,9 @@ func (c *client) onEvent(ev zk.Event) {
 	switch ev.State {
 	case zk.StateHasSession:
 		if !c.hadSession.Swap(true) {
+			if c.everUp.Swap(true) {
+				c.log.Info("zookeeper connection back", "servers", c.where, "via", ev.Server)
+			}
 			select {
 			case c.sessions <- struct{}{}:
 			default:
