@@ -141,8 +141,8 @@ consumer:
       methods: {sayHello: {loadbalance: nope}}`,
 			[]string{"consumer.references.greeter.methods.sayHello.loadbalance", `"nope"`}},
 		{"unknown registry", `
-registries: {main: {address: "zookeeper://127.0.0.1:2181"}}`,
-			[]string{"registries.main.address", `unknown registry extension "zookeeper"`}},
+registries: {main: {address: "etcd://127.0.0.1:2379"}}`,
+			[]string{"registries.main.address", `unknown registry extension "etcd"`}},
 		{"unknown router", `
 consumer:
   references:
@@ -216,6 +216,14 @@ registries: {main: {address: "nacos://127.0.0.1:1?namespace=dev"}}`,
 config_center: {address: "nacos://127.0.0.1:1", data_id: app.yaml}`,
 			[]string{"config_center.address: the nacos config center lives in github.com/weftrpc/weft/registry-nacos, which this program does not link",
 				`import nacos "github.com/weftrpc/weft/registry-nacos"`, "weft.WithPlugins(nacos.Plugin())", "no other config center is linked"}},
+		{"zookeeper registry without the plugin", `
+registries: {main: {address: "zookeeper://127.0.0.1:2181"}}`,
+			[]string{"registries.main.address: the zookeeper registry lives in github.com/weftrpc/weft/registry-zookeeper, which this program does not link",
+				`import zookeeper "github.com/weftrpc/weft/registry-zookeeper"`, "weft.WithPlugins(zookeeper.Plugin())", "known: embedded"}},
+		{"zookeeper config center without the plugin", `
+config_center: {address: "zookeeper://127.0.0.1:2181", data_id: app.yaml}`,
+			[]string{"config_center.address: the zookeeper config center lives in github.com/weftrpc/weft/registry-zookeeper, which this program does not link",
+				`import zookeeper "github.com/weftrpc/weft/registry-zookeeper"`, "weft.WithPlugins(zookeeper.Plugin())"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,10 +18,12 @@ type optIn struct {
 // unknown. The points are the Loaders' (loaders in plugins.go).
 var optIns = map[string]map[string]optIn{
 	"registry": {
-		"nacos": {"github.com/weftrpc/weft/registry-nacos", "nacos", "nacos.Plugin()"},
+		"nacos":     {"github.com/weftrpc/weft/registry-nacos", "nacos", "nacos.Plugin()"},
+		"zookeeper": {"github.com/weftrpc/weft/registry-zookeeper", "zookeeper", "zookeeper.Plugin()"},
 	},
 	"config center": {
-		"nacos": {"github.com/weftrpc/weft/registry-nacos", "nacos", "nacos.Plugin()"},
+		"nacos":     {"github.com/weftrpc/weft/registry-nacos", "nacos", "nacos.Plugin()"},
+		"zookeeper": {"github.com/weftrpc/weft/registry-zookeeper", "zookeeper", "zookeeper.Plugin()"},
 	},
 }
 

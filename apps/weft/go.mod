@@ -5,11 +5,13 @@ go 1.26.0
 replace (
 	github.com/weftrpc/weft => ../../
 	github.com/weftrpc/weft/registry-nacos => ../../registry-nacos
+	github.com/weftrpc/weft/registry-zookeeper => ../../registry-zookeeper
 )
 
 require (
 	github.com/weftrpc/weft v0.0.0-00010101000000-000000000000
 	github.com/weftrpc/weft/registry-nacos v0.0.0-00010101000000-000000000000
+	github.com/weftrpc/weft/registry-zookeeper v0.0.0-00010101000000-000000000000
 	go.uber.org/fx v1.24.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -47,6 +49,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/golang/mock v1.6.0 // indirect
 	github.com/golang/protobuf v1.5.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -16,13 +16,15 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
 	nacos "github.com/weftrpc/weft/registry-nacos"
+	zookeeper "github.com/weftrpc/weft/registry-zookeeper"
 )
 
 // registryFactories are the registries `weft ls` can read, by URL scheme.
 func registryFactories(log *slog.Logger) map[string]extension.RegistryFactory {
 	return map[string]extension.RegistryFactory{
-		embedded.Name: &embedded.Factory{Log: log},
-		nacos.Name:    nacos.Factory{Log: log},
+		embedded.Name:  &embedded.Factory{Log: log},
+		nacos.Name:     nacos.Factory{Log: log},
+		zookeeper.Name: zookeeper.Factory{Log: log},
 	}
 }
 
@@ -40,6 +42,7 @@ consumer would find them:
 
   weft ls embedded:///tmp/weft-registry
   weft ls nacos://127.0.0.1:8848?namespace=dev
+  weft ls zookeeper://127.0.0.1:2181
 
 Flags:`)
 		fs.PrintDefaults()

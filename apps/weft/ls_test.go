@@ -54,7 +54,7 @@ provider: {services: {greeter: {interface: org.weft.Greeter, version: "1.0"}}}
 	}
 
 	errb.Reset()
-	if code := cli([]string{"ls", "zookeeper://127.0.0.1:2181"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown registry "zookeeper" (known: embedded, nacos)`) {
+	if code := cli([]string{"ls", "etcd://127.0.0.1:2379"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown registry "etcd" (known: embedded, nacos, zookeeper)`) {
 		t.Fatalf("unknown scheme: code %d, %s", code, errb.String())
 	}
 	errb.Reset()

@@ -9,8 +9,8 @@
 // The implementations weft run can export are those linked into this binary
 // (the examples' services); a program of your own exports yours the same way
 // with weft.New and weft.WithService. weft run also has the plugins a
-// program adds itself with weft.WithPlugins: Nacos (registry-nacos), as
-// registry and config center.
+// program adds itself with weft.WithPlugins: Nacos (registry-nacos) and
+// ZooKeeper (registry-zookeeper), each as registry and config center.
 package main
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/weftrpc/weft/apps/examples/quickstart/greeter"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	nacos "github.com/weftrpc/weft/registry-nacos"
+	zookeeper "github.com/weftrpc/weft/registry-zookeeper"
 )
 
 func main() {
@@ -113,7 +114,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // builtinPlugins are the opt-in integrations weft run carries, so that a
 // config can name them as a program of its own would after adding them.
 func builtinPlugins() []fx.Option {
-	return []fx.Option{nacos.Plugin()}
+	return []fx.Option{nacos.Plugin(), zookeeper.Plugin()}
 }
 
 // builtinServices registers the implementations this binary carries, by the

@@ -64,3 +64,14 @@ provider: {services: {greeter: {interface: org.example.Greeter}}}
 		t.Fatalf("code %d, stderr %q", code, stderr)
 	}
 }
+
+// weft run carries the ZooKeeper plugin too (as TestRunHasNacos).
+func TestRunHasZookeeper(t *testing.T) {
+	code, stderr := runCLI(t, `registries: {z: {address: "zookeeper://127.0.0.1:1"}}
+consumer: {cluster: failwhale}
+provider: {services: {greeter: {interface: org.example.Greeter}}}
+`)
+	if code != 1 || !strings.Contains(stderr, `consumer.cluster: unknown cluster extension "failwhale"`) || strings.Contains(stderr, "registries.z") {
+		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+}

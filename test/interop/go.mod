@@ -7,8 +7,10 @@ require (
 	github.com/apache/dubbo-getty v1.4.10
 	github.com/apache/dubbo-go-hessian2 v1.12.5
 	github.com/dubbogo/gost v1.14.3
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/weftrpc/weft v0.0.0
 	github.com/weftrpc/weft/registry-nacos v0.0.0-00010101000000-000000000000
+	github.com/weftrpc/weft/registry-zookeeper v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -49,6 +51,7 @@ require (
 	github.com/creasty/defaults v1.5.2 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/deckarep/golang-set v1.7.1 // indirect
+	github.com/dubbogo/go-zookeeper v1.0.4-0.20211212162352-f9d2183d89d5 // indirect
 	github.com/dubbogo/grpc-go v1.42.10 // indirect
 	github.com/dubbogo/triple v1.2.2-rc4 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -141,4 +144,5 @@ require (
 replace (
 	github.com/weftrpc/weft => ../..
 	github.com/weftrpc/weft/registry-nacos => ../../registry-nacos
+	github.com/weftrpc/weft/registry-zookeeper => ../../registry-zookeeper
 )

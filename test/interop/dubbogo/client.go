@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type Client struct {
 	timeout time.Duration
 	generic bool
 	tracing bool
+	zk      *zkRegistry // set: find the provider in ZooKeeper, not by url
 	conn    *client.Connection
 	closed  sync.Once
 	isDone  atomic.Bool
@@ -89,9 +91,21 @@ func otelOn() *global.OtelConfig {
 
 // NewClient connects a dubbo-go consumer to url, e.g. "dubbo://127.0.0.1:20000"
 // (the scheme may be omitted). dubbo-go dials at once, so the provider must be
-// listening.
+// listening. With a ZooKeeper URL, zookeeper://host:port?group=G, the
+// consumer subscribes in that registry (interface level, root /G, /dubbo
+// without group) and calls the providers it lists.
 func NewClient(url string, opts ...ClientOption) (*Client, error) {
 	setup()
+	var zkr *zkRegistry
+	if rest, ok := strings.CutPrefix(url, "zookeeper://"); ok {
+		addr, query, _ := strings.Cut(rest, "?")
+		q, err := neturl.ParseQuery(query)
+		if err != nil {
+			return nil, fmt.Errorf("dubbogo: %q: %w", url, err)
+		}
+		zkr = &zkRegistry{address: addr, group: q.Get("group")}
+		url = "dubbo://" + addr // names the client's shared-connection slot only
+	}
 	if !strings.Contains(url, "://") {
 		url = "dubbo://" + url
 	}
@@ -102,6 +116,7 @@ func NewClient(url string, opts ...ClientOption) (*Client, error) {
 		url:     url,
 		id:      strconv.FormatInt(lastClientID.Add(1), 10),
 		timeout: DefaultTimeout,
+		zk:      zkr,
 	}
 	for _, o := range opts {
 		o(c)
@@ -144,11 +159,17 @@ func dial(c *Client) (conn *client.Connection, err error) {
 	if c.tracing {
 		opts = append(opts, client.SetClientOtel(otelOn()))
 	}
+	if c.zk != nil {
+		opts = append(opts, client.WithClientRegistry(c.zk.options()...))
+	}
 	cli, err := client.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: new client: %w", err)
 	}
-	refOpts := []client.ReferenceOption{client.WithURL(c.url)}
+	var refOpts []client.ReferenceOption
+	if c.zk == nil {
+		refOpts = append(refOpts, client.WithURL(c.url))
+	}
 	if c.generic {
 		refOpts = append(refOpts, client.WithGeneric())
 	}

@@ -6,9 +6,11 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"dubbo.apache.org/dubbo-go/v3/graceful_shutdown"
 	"dubbo.apache.org/dubbo-go/v3/protocol"
+	"dubbo.apache.org/dubbo-go/v3/registry"
 	"dubbo.apache.org/dubbo-go/v3/server"
 )
 
@@ -85,6 +87,36 @@ type ProviderOption func(*providerOptions)
 type providerOptions struct {
 	token   string
 	tracing bool
+	zk      *zkRegistry
+}
+
+// zkRegistry is a ZooKeeper registry for dubbo-go: address host:port and
+// group, the root node (dubbo-go's registry.group; "" is /dubbo).
+type zkRegistry struct{ address, group string }
+
+func (z *zkRegistry) options() []registry.Option {
+	opts := []registry.Option{
+		registry.WithZookeeper(),
+		registry.WithAddress(z.address),
+		// Interface-level registration, Dubbo 2's layout: the URL under
+		// /<group>/<interface>/providers, no application-level instance
+		// and no metadata report.
+		registry.WithRegisterInterface(),
+		registry.WithoutUseAsMetaReport(),
+		registry.WithoutUseAsConfigCenter(),
+		registry.WithTimeout(10 * time.Second),
+	}
+	if z.group != "" {
+		opts = append(opts, registry.WithGroup(z.group))
+	}
+	return opts
+}
+
+// WithProviderZookeeper registers the provider in the ZooKeeper at address
+// (host:port), under the root /group (/dubbo when group is ""), instead
+// of leaving it unregistered.
+func WithProviderZookeeper(address, group string) ProviderOption {
+	return func(o *providerOptions) { o.zk = &zkRegistry{address, group} }
 }
 
 // WithProviderTracing turns on dubbo-go's OpenTelemetry server filter
@@ -120,12 +152,18 @@ func export(host string, port int, po providerOptions) (svcOpts *server.ServiceO
 	if po.tracing {
 		opts = append(opts, server.SetServerOtel(otelOn()))
 	}
+	if po.zk != nil {
+		opts = append(opts, server.WithServerRegistry(po.zk.options()...))
+	}
 	srv, err := server.NewServer(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dubbogo: new server: %w", err)
 	}
 	svc := &EchoService{}
-	svcOptions := []server.ServiceOption{server.WithInterface(Interface), server.WithNotRegister()}
+	svcOptions := []server.ServiceOption{server.WithInterface(Interface)}
+	if po.zk == nil {
+		svcOptions = append(svcOptions, server.WithNotRegister())
+	}
 	if po.token != "" {
 		svcOptions = append(svcOptions, server.WithToken(po.token))
 	}

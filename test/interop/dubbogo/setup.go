@@ -33,6 +33,12 @@ import (
 	_ "dubbo.apache.org/dubbo-go/v3/protocol/dubbo"
 	"dubbo.apache.org/dubbo-go/v3/protocol/result"
 	_ "dubbo.apache.org/dubbo-go/v3/proxy/proxy_factory"
+	// The ZooKeeper registry (WithProviderZookeeper, zookeeper:// clients):
+	// the registry protocol, the consumer's registry directory and
+	// dubbo-go's ZooKeeper registry.
+	_ "dubbo.apache.org/dubbo-go/v3/registry/directory"
+	_ "dubbo.apache.org/dubbo-go/v3/registry/protocol"
+	_ "dubbo.apache.org/dubbo-go/v3/registry/zookeeper"
 	gettyremoting "dubbo.apache.org/dubbo-go/v3/remoting/getty"
 )
 

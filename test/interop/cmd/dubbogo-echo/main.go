@@ -12,6 +12,10 @@
 // In call mode it makes one echo call and prints the reply on stdout, or the
 // error on stderr with exit status 1.
 //
+// With -zk zookeeper://HOST:PORT?group=G, the provider also registers in
+// that ZooKeeper (interface level, under /G, /dubbo without group) and a
+// call finds its provider there instead of at -addr.
+//
 // In provider mode it prints "listening <addr>" on stdout once bound and runs
 // until SIGINT or SIGTERM. In bench mode it prints a summary on stderr and, as
 // the last line on stdout, one JSON object:
@@ -30,6 +34,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -55,6 +60,7 @@ func main() {
 		tlsCA    = flag.String("tls-ca", "", "TLS: CA certificate file (PEM)")
 		tlsCert  = flag.String("tls-cert", "", "TLS: this side's certificate file (PEM)")
 		tlsKey   = flag.String("tls-key", "", "TLS: this side's key file (PEM)")
+		zkURL    = flag.String("zk", "", "provider: also register in this ZooKeeper; call: find the provider there (zookeeper://host:port?group=G)")
 	)
 	flag.Parse()
 	dubbogo.SetLogLevel(*logLevel)
@@ -67,9 +73,13 @@ func main() {
 	}
 	switch *mode {
 	case "call":
-		err = call(*addr, *msg, *timeout)
+		target := *addr
+		if *zkURL != "" {
+			target = *zkURL
+		}
+		err = call(target, *msg, *timeout)
 	case "provider":
-		err = provide(*addr)
+		err = provide(*addr, *zkURL)
 	case "bench":
 		err = bench(*addr, *conc, *warmup, *dur, *size, *timeout)
 	default:
@@ -81,8 +91,16 @@ func main() {
 	}
 }
 
-func provide(addr string) error {
-	stop, err := dubbogo.StartProvider(addr)
+func provide(addr, zkURL string) error {
+	var opts []dubbogo.ProviderOption
+	if zkURL != "" {
+		u, err := url.Parse(zkURL)
+		if err != nil || u.Scheme != "zookeeper" {
+			return fmt.Errorf("-zk %q: want zookeeper://host:port?group=G", zkURL)
+		}
+		opts = append(opts, dubbogo.WithProviderZookeeper(u.Host, u.Query().Get("group")))
+	}
+	stop, err := dubbogo.StartProvider(addr, opts...)
 	if err != nil {
 		return err
 	}

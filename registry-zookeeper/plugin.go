@@ -1,0 +1,36 @@
+package zookeeper
+
+// The fx glue of the integration, kept to this file: the rest of the
+// package is a plain extension.RegistryFactory and
+// extension.DynamicConfigurationFactory that know nothing of the App.
+
+import (
+	"log/slog"
+
+	"go.uber.org/fx"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/extension"
+)
+
+// Plugin adds ZooKeeper to an App, as the registry and the config center
+// named "zookeeper", both logging to the App's logger:
+//
+//	app, err := weft.New(weft.WithPlugins(zookeeper.Plugin()), ...)
+//
+// weft does not build it in, so that a program that does not use ZooKeeper
+// does not link go-zookeeper.
+func Plugin() fx.Option {
+	return fx.Options(
+		weft.Plugin[extension.RegistryFactory](func(log *slog.Logger) weft.Extension[extension.RegistryFactory] {
+			return weft.Extension[extension.RegistryFactory]{Name: Name, New: func() (extension.RegistryFactory, error) {
+				return Factory{Log: log}, nil
+			}}
+		}),
+		weft.Plugin[extension.DynamicConfigurationFactory](func(log *slog.Logger) weft.Extension[extension.DynamicConfigurationFactory] {
+			return weft.Extension[extension.DynamicConfigurationFactory]{Name: Name, New: func() (extension.DynamicConfigurationFactory, error) {
+				return ConfigFactory{Log: log}, nil
+			}}
+		}),
+	)
+}

@@ -1,0 +1,433 @@
+// Package zookeeper is weft's registry and config center on Apache
+// ZooKeeper, through go-zookeeper/zk, in Apache Dubbo's layout, so that Java
+// Dubbo, dubbo-go and weft read each other's registrations. It implements
+// extension.Registry under the name "zookeeper", opened from an address URL
+// such as
+//
+//	zookeeper://127.0.0.1:2181?backup=127.0.0.1:2182,127.0.0.1:2183&timeout=5000&session=60000
+//
+// (Dubbo's parameters: backup lists more servers, timeout bounds the first
+// connection in ms (default 5000), session is the session timeout in ms
+// (default 60000), group changes the root from /dubbo, user:password@
+// authenticates with ZooKeeper's digest scheme.)
+//
+// A provider URL is the ephemeral node
+//
+//	/dubbo/<interface>/providers/<URL.encode(full URL string)>
+//
+// (consumers under consumers/), every segment escaped as Java's URLEncoder
+// does (see Encode); the parent nodes are persistent. A subscriber watches
+// the providers node's children and gets the full list, filtered by group
+// and version as Dubbo's UrlUtils.isMatch does, at subscribe time and after
+// every change.
+//
+// go-zookeeper reconnects and re-sets watches by itself within a session.
+// When the session expires, the server has deleted the ephemeral nodes and
+// forgotten the watches: the registry creates every registration again and
+// every watch re-arms and delivers the list it reads, on the new session.
+//
+// The package is also weft's ZooKeeper config center (ConfigFactory,
+// ConfigCenter, under the same name), in Dubbo's ZookeeperDynamicConfiguration
+// layout: a document is the data of /dubbo/config/<group>/<key>.
+//
+// weft does not build ZooKeeper in: an App gets both from Plugin,
+//
+//	app, err := weft.New(weft.WithPlugins(zookeeper.Plugin()), ...)
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Name is the extension name and address-URL protocol.
+const Name = "zookeeper"
+
+// Factory opens ZooKeeper registries. Log receives the registry's messages
+// (nil: slog.Default()).
+type Factory struct{ Log *slog.Logger }
+
+var _ extension.RegistryFactory = Factory{}
+
+// GetRegistry opens a session with the ZooKeeper servers of url and waits
+// for it at most url's timeout parameter (ms, default 5000).
+func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
+	log := f.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("registry", Name)
+	c, err := dial(url, log, "registry")
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		c:          c,
+		root:       rootPath(url),
+		log:        log,
+		registered: map[string]*kernel.URL{},
+		subs:       map[string]*subscription{},
+		stop:       make(chan struct{}),
+		session:    c.conn.SessionID(),
+	}
+	r.wg.Add(1)
+	go r.keep()
+	return r, nil
+}
+
+// Registry is a ZooKeeper registry session. It is safe for concurrent use.
+type Registry struct {
+	c    *client
+	root string
+	log  *slog.Logger
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// regMu serialises the znode writes of registrations (Register,
+	// Unregister and the re-creation after an expiry), so that a
+	// re-creation never revives a node Unregister just deleted.
+	regMu   sync.Mutex
+	session int64 // the session the registrations were made in; under regMu
+
+	mu         sync.Mutex
+	closed     bool
+	registered map[string]*kernel.URL // znode path -> URL
+	subs       map[string]*subscription
+}
+
+var _ extension.Registry = (*Registry)(nil)
+
+var errClosed = errors.New("zookeeper: registry closed")
+
+// Root is the registry's root node (/dubbo unless the URL's group says
+// otherwise).
+func (r *Registry) Root() string { return r.root }
+
+// Register creates url's ephemeral node (persistent if url has
+// dynamic=false, as in Dubbo).
+func (r *Registry) Register(ctx context.Context, url *kernel.URL) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path, err := NodePath(r.root, url)
+	if err != nil {
+		return fmt.Errorf("zookeeper: register %s: %w", url, err)
+	}
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errClosed
+	}
+	r.mu.Unlock()
+	if err := r.c.create(path, nil, url.ParamBool(paramDynamic, true)); err != nil {
+		return fmt.Errorf("zookeeper: register %s at %s: %w", url, r.c.where, err)
+	}
+	r.mu.Lock()
+	r.registered[path] = url
+	r.mu.Unlock()
+	r.log.Debug("registered", "node", path)
+	return nil
+}
+
+// Unregister deletes url's node.
+func (r *Registry) Unregister(ctx context.Context, url *kernel.URL) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path, err := NodePath(r.root, url)
+	if err != nil {
+		return fmt.Errorf("zookeeper: unregister %s: %w", url, err)
+	}
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errClosed
+	}
+	delete(r.registered, path)
+	r.mu.Unlock()
+	if err := r.c.conn.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("zookeeper: unregister %s: delete %s at %s: %w", url, path, r.c.where, err)
+	}
+	r.log.Debug("unregistered", "node", path)
+	return nil
+}
+
+// keep re-creates the registrations when the client has a new session (the
+// old one expired, taking the ephemeral nodes with it), retrying every
+// second until they are all back.
+func (r *Registry) keep() {
+	defer r.wg.Done()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.c.sessions:
+		case <-retry:
+		}
+		retry = nil
+		if !r.restore() {
+			retry = time.After(time.Second)
+		}
+	}
+}
+
+// restore re-creates every registration if the session changed; false if
+// some failed (restore runs again).
+func (r *Registry) restore() bool {
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	sid := r.c.conn.SessionID()
+	if r.c.conn.State() != zk.StateHasSession || sid == r.session {
+		return true
+	}
+	r.mu.Lock()
+	paths := make([]string, 0, len(r.registered))
+	urls := make(map[string]*kernel.URL, len(r.registered))
+	for p, u := range r.registered {
+		paths = append(paths, p)
+		urls[p] = u
+	}
+	r.mu.Unlock()
+	sort.Strings(paths)
+	r.log.Warn("new zookeeper session: registering again", "servers", r.c.where, "session", fmt.Sprintf("%#x", sid), "registrations", len(paths))
+	var errs []error
+	for _, p := range paths {
+		if err := r.c.create(p, nil, urls[p].ParamBool(paramDynamic, true)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		r.log.Warn("registering again failed; retrying in 1 s", "servers", r.c.where, "failed", len(errs), "err", errors.Join(errs...))
+		return false
+	}
+	r.session = sid
+	return true
+}
+
+// subscription is one watch of a service's providers node, shared by the
+// listeners of one service key.
+type subscription struct {
+	url  *kernel.URL
+	path string
+	stop chan struct{}
+
+	// notifyMu serialises deliveries so listeners see lists in order.
+	notifyMu  sync.Mutex
+	listeners []extension.NotifyListener
+	last      []*kernel.URL
+	have      bool
+	// rejected remembers the malformed names already logged, so a bad
+	// node is reported once, not at every change of its siblings.
+	rejected map[string]bool
+}
+
+// Subscribe calls listener with the full provider list of url's service
+// (interface, group, version) now and after every change. listener must be
+// comparable: Unsubscribe finds it by ==.
+func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener extension.NotifyListener) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if listener == nil {
+		return errors.New("zookeeper: subscribe: nil listener")
+	}
+	iface := url.Interface()
+	if iface == "" || iface == anyValue {
+		return fmt.Errorf("zookeeper: subscribe %s: the URL names no interface (subscribing to every service is not supported)", url)
+	}
+	key := url.ServiceKey()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errClosed
+	}
+	if s := r.subs[key]; s != nil {
+		r.mu.Unlock()
+		s.notifyMu.Lock()
+		defer s.notifyMu.Unlock()
+		s.listeners = append(s.listeners, listener)
+		if s.have {
+			listener.Notify(s.last)
+		}
+		return nil
+	}
+	s := &subscription{url: url, path: categoryPath(r.root, iface, CategoryProviders), stop: make(chan struct{}),
+		listeners: []extension.NotifyListener{listener}, rejected: map[string]bool{}}
+	r.subs[key] = s
+	r.mu.Unlock()
+
+	// The first list is read here, so the caller has it when Subscribe
+	// returns; the watch it arms goes to the goroutine.
+	ch, err := r.read(s)
+	if err != nil {
+		r.mu.Lock()
+		if r.subs[key] == s {
+			delete(r.subs, key)
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("zookeeper: subscribe %s: read %s at %s: %w", key, s.path, r.c.where, err)
+	}
+	r.wg.Add(1)
+	go r.watch(s, ch)
+	return nil
+}
+
+// read lists s's providers, arms a child watch and delivers the list.
+func (r *Registry) read(s *subscription) (<-chan zk.Event, error) {
+	for attempt := 0; ; attempt++ {
+		children, _, ch, err := r.c.conn.ChildrenW(s.path)
+		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
+			// No provider ever registered: create the node so that the
+			// watch sees the first one (Dubbo does the same).
+			if err := r.c.create(s.path, nil, false); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.deliver(r.providers(s, children))
+		return ch, nil
+	}
+}
+
+// watch re-reads s's providers after every child event until s stops. A
+// watch the session took with it (expiry) is armed again on the new one.
+func (r *Registry) watch(s *subscription, ch <-chan zk.Event) {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-r.stop:
+			return
+		case ev := <-ch:
+			if ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) {
+				return
+			}
+			if ev.Type == zk.EventNotWatching {
+				r.log.Info("provider watch lost with the session; watching again", "node", s.path, "err", ev.Err)
+			}
+		}
+		var wait time.Duration
+		for {
+			next, err := r.read(s)
+			if err == nil {
+				ch = next
+				break
+			}
+			if errors.Is(err, zk.ErrClosing) {
+				return
+			}
+			wait = backoff(wait)
+			r.log.Debug("provider watch: read failed; retrying", "node", s.path, "err", err, "in", wait)
+			if !sleep(wait, s.stop, r.stop) {
+				return
+			}
+		}
+	}
+}
+
+// providers parses and filters a providers node's children, sorted by URL.
+func (r *Registry) providers(s *subscription, children []string) []*kernel.URL {
+	out := make([]*kernel.URL, 0, len(children))
+	for _, name := range children {
+		u, err := ParseNode(name)
+		if err != nil {
+			s.notifyMu.Lock()
+			seen := s.rejected[clip(name)]
+			if !seen && len(s.rejected) < 1000 {
+				s.rejected[clip(name)] = true
+			}
+			s.notifyMu.Unlock()
+			if !seen {
+				r.log.Warn("provider node ignored: not a Dubbo URL", "node", s.path, "err", err)
+			}
+			continue
+		}
+		if isMatch(s.url, u) {
+			out = append(out, u)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+func (s *subscription) deliver(urls []*kernel.URL) {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	s.last, s.have = urls, true
+	for _, l := range s.listeners {
+		l.Notify(urls)
+	}
+}
+
+// Unsubscribe stops notifications to listener; the watch ends with the
+// service's last listener.
+func (r *Registry) Unsubscribe(ctx context.Context, url *kernel.URL, listener extension.NotifyListener) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	key := url.ServiceKey()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errClosed
+	}
+	s := r.subs[key]
+	if s == nil {
+		return nil
+	}
+	s.notifyMu.Lock()
+	kept := s.listeners[:0:0]
+	for _, l := range s.listeners {
+		if l != listener {
+			kept = append(kept, l)
+		}
+	}
+	s.listeners = kept
+	s.notifyMu.Unlock()
+	if len(kept) == 0 {
+		delete(r.subs, key)
+		close(s.stop)
+	}
+	return nil
+}
+
+// Close ends the session: the server deletes its ephemeral nodes at once.
+// Later calls return an error; Close is idempotent.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	for _, s := range r.subs {
+		s.notifyMu.Lock()
+		s.listeners = nil
+		s.notifyMu.Unlock()
+	}
+	r.subs = nil
+	r.mu.Unlock()
+	close(r.stop)
+	r.c.close()
+	r.wg.Wait()
+	return nil
+}
