@@ -135,7 +135,7 @@ func TestTagRuleRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ tag, want string }{
-		{"", ""},                // a is gray now, b and c keep gray, d is canary: no untagged provider
+		{"", ""},          // a is gray now, b and c keep gray, d is canary: no untagged provider
 		{"gray", "a:1"},   // the rule sets gray: its providers only
 		{"canary", "d:1"}, // d moved from blue
 		{"blue", "d:1"},   // the rule does not set blue: d's own tag

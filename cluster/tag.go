@@ -126,14 +126,11 @@ func ParseTagRules(docKey string, data []byte) (*TagRules, error) {
 			t.patterns = append(t.patterns, ip)
 		}
 		if v30 {
+			// Java reads match only in v3.0 documents, and ignores it in
+			// others; a tag with neither addresses nor match sets nothing.
 			if t.Match, err = d.paramMatches(it, "match", p); err != nil {
 				return nil, err
 			}
-		} else if m, _ := d.field(it, "match", p); m != nil {
-			return nil, d.fail(m, fieldPath(p, "match"), "configVersion v3.0 for match (v2.7 ignores it)", "")
-		}
-		if len(t.Addresses) == 0 && len(t.Match) == 0 {
-			return nil, d.fail(it, p, "addresses or match", "neither")
 		}
 		r.Tags = append(r.Tags, t)
 	}
