@@ -56,7 +56,7 @@ const (
 	// maxRuleNodes bounds the YAML nodes a parse visits, aliases included
 	// (an alias is visited at each use), so "billion laughs" documents end
 	// early.
-	maxRuleNodes = 200_000
+	maxRuleNodes = 100_000
 	// maxEcho bounds what an error quotes of the document.
 	maxEcho = 64
 )
