@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -9,100 +10,181 @@ import (
 	"github.com/weftrpc/weft/kernel/view"
 )
 
-// ConditionRule is one of Dubbo's condition routing rules,
-// "when => then": calls matching when go only to providers matching then.
+// ConditionRule is one of Dubbo's condition routing rules, "when => then":
+// calls matching when go only to providers matching then. The syntax and
+// its meaning are Java Dubbo 3's ConditionStateRouter:
 //
 //	method = sayHello & host = 10.0.0.* => host = 10.0.1.1,10.0.1.2
-//	=> port != 20881                       (when empty: every call)
-//	arguments[0] = vip => attachments[zone] = ...
+//	=> port != 20881                     (when empty or "true": every call)
+//	host = 10.0.0.1                      (no "=>": the whole rule is then)
+//	method = echo =>                     (then empty or "false": no provider)
+//	arguments[0] = vip => attachments[zone] = ...  (a ~ range: 1~100, ~100)
+//	=> region = $region                  (then side: the consumer's region)
 //
-// On the when side, host is the consumer's; on the then side, the
-// provider's. Keys: method, host, port, address, arguments[i],
-// attachments[k], or any URL parameter. Values may be comma lists and may
-// use '*' as a wildcard; '!=' negates; '&' joins conditions.
+// On the when side keys read the consumer URL (method: the called method);
+// on the then side, each provider's URL. Keys: host, port, address,
+// protocol, path, username, password, method, arguments[i], attachments[k],
+// or any URL parameter; "consumer." and "provider." prefixes are dropped.
+// Values are comma lists and may use a '*' glob (Dubbo's: only the last '*'
+// is a wildcard); '!=' negates; '&' (or a space) joins conditions, all of
+// which must hold. A key the URL or call does not have never holds, for '='
+// as for '!='.
 type ConditionRule struct {
 	// Rule is the text of the rule.
 	Rule string
 	// Force keeps an empty result; otherwise a rule that would leave no
-	// provider is ignored for that call (Dubbo's force=false).
+	// provider is ignored for that call (Dubbo's force=false). A then side
+	// that is empty is not a result: it always means no provider.
 	Force bool
 	// Priority orders routers: lower runs first.
 	Priority int
 	// Enabled false switches the rule off without removing it.
 	Enabled bool
 
-	when, then []condition
+	when   []*condMatcher // empty: every call
+	then   []*condMatcher
+	noThen bool // blank or "false" then side: matching calls get no provider
 }
 
-type condition struct {
-	key    string
-	index  string // for arguments[i] and attachments[k]
-	neg    bool
-	values []string
+const (
+	condParam = iota
+	condMethod
+	condArgument
+	condAttachment
+)
+
+// condMatcher is one key of a side with its match and mismatch patterns
+// (Java's AbstractConditionMatcher).
+type condMatcher struct {
+	key        string
+	kind       int
+	arg        int    // condArgument: the index
+	attachment string // condAttachment: the attachment's name
+	matches    []string
+	mismatches []string
 }
+
+// routePattern is Java's ConditionStateRouter.ROUTE_PATTERN.
+var routePattern = regexp.MustCompile(`([&!=,]*)\s*([^&!=,\s]+)`)
+
+var (
+	argumentsKey   = regexp.MustCompile(`^arguments\[([0-9]+)\]`)
+	attachmentsKey = regexp.MustCompile(`^attachments\[(.+)\]`)
+)
 
 // ParseConditionRule parses a rule; the error names what is wrong.
 func ParseConditionRule(rule string, force bool, priority int) (*ConditionRule, error) {
 	r := &ConditionRule{Rule: rule, Force: force, Priority: priority, Enabled: true}
-	when, then, ok := strings.Cut(rule, "=>")
+	if strings.TrimSpace(rule) == "" {
+		return nil, fmt.Errorf("condition rule is empty: want \"when => then\"")
+	}
+	text := strings.ReplaceAll(strings.ReplaceAll(rule, "consumer.", ""), "provider.", "")
+	when, then, ok := strings.Cut(text, "=>")
 	if !ok {
-		return nil, fmt.Errorf("condition rule %q: want \"when => then\"", rule)
+		when, then = "", text
 	}
+	when, then = strings.TrimSpace(when), strings.TrimSpace(then)
 	var err error
-	if r.when, err = parseConditions(when); err != nil {
-		return nil, fmt.Errorf("condition rule %q, when side: %w", rule, err)
+	if when != "" && when != "true" {
+		if r.when, err = parseConditions(when); err != nil {
+			return nil, fmt.Errorf("condition rule %q, when side: %w", echo(rule), err)
+		}
 	}
-	if r.then, err = parseConditions(then); err != nil {
-		return nil, fmt.Errorf("condition rule %q, then side: %w", rule, err)
+	if then == "" || then == "false" {
+		r.noThen = true
+	} else if r.then, err = parseConditions(then); err != nil {
+		return nil, fmt.Errorf("condition rule %q, then side: %w", echo(rule), err)
 	}
 	return r, nil
 }
 
-func parseConditions(s string) ([]condition, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	var out []condition
-	for _, part := range strings.Split(s, "&") {
-		part = strings.TrimSpace(part)
-		var c condition
-		var k, v string
-		if i := strings.Index(part, "!="); i >= 0 {
-			k, v, c.neg = part[:i], part[i+2:], true
-		} else if i := strings.IndexByte(part, '='); i >= 0 {
-			k, v = part[:i], part[i+1:]
-		} else {
-			return nil, fmt.Errorf("condition %q: want key=value or key!=value", part)
-		}
-		k = strings.TrimSpace(k)
-		if k == "" {
-			return nil, fmt.Errorf("condition %q has no key", part)
-		}
-		if open := strings.IndexByte(k, '['); open >= 0 && strings.HasSuffix(k, "]") {
-			c.key, c.index = k[:open], k[open+1:len(k)-1]
-			if c.key != "arguments" && c.key != "attachments" {
-				return nil, fmt.Errorf("condition %q: only arguments[i] and attachments[k] take an index", part)
+// parseConditions is Java's ConditionStateRouter.parseRule, stricter in one
+// way: a key with no value (Java: a condition that never holds, so
+// "method => ..." silently routes nothing) is an error.
+func parseConditions(s string) ([]*condMatcher, error) {
+	var out []*condMatcher
+	byKey := map[string]*condMatcher{}
+	var cur *condMatcher
+	var values *[]string
+	for _, m := range routePattern.FindAllStringSubmatchIndex(s, -1) {
+		sep, content := s[m[2]:m[3]], s[m[4]:m[5]]
+		switch sep {
+		case "", "&":
+			if c, ok := byKey[content]; ok && sep == "&" {
+				cur = c
+				break
 			}
-			if c.key == "arguments" {
-				if _, err := strconv.Atoi(c.index); err != nil {
-					return nil, fmt.Errorf("condition %q: argument index %q is not a number", part, c.index)
+			c, err := newCondMatcher(content)
+			if err != nil {
+				return nil, err
+			}
+			if prev, ok := byKey[content]; ok {
+				// Java's map keeps the later matcher for the key.
+				for i := range out {
+					if out[i] == prev {
+						out = append(out[:i], out[i+1:]...)
+						break
+					}
 				}
 			}
-		} else {
-			c.key = k
-		}
-		for _, val := range strings.Split(v, ",") {
-			if val = strings.TrimSpace(val); val != "" {
-				c.values = append(c.values, val)
+			byKey[content] = c
+			out = append(out, c)
+			cur, values = c, nil
+		case "=", "!=":
+			if cur == nil {
+				return nil, fmt.Errorf("%q at index %d before %q: a value needs a key", sep, m[2], echo(content))
 			}
+			if sep == "=" {
+				values = &cur.matches
+			} else {
+				values = &cur.mismatches
+			}
+			*values = append(*values, content)
+		case ",":
+			if values == nil || len(*values) == 0 {
+				return nil, fmt.Errorf("',' at index %d before %q: a list needs a first value", m[2], echo(content))
+			}
+			*values = append(*values, content)
+		default:
+			return nil, fmt.Errorf("%q at index %d before %q: want '=', '!=', ',' or '&'", sep, m[2], echo(content))
 		}
-		if len(c.values) == 0 {
-			return nil, fmt.Errorf("condition %q has no value", part)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q has no condition: want key=value or key!=value", echo(s))
+	}
+	for _, c := range out {
+		if len(c.matches) == 0 && len(c.mismatches) == 0 {
+			return nil, fmt.Errorf("condition %q has no value: want key=value or key!=value", echo(c.key))
 		}
-		out = append(out, c)
 	}
 	return out, nil
+}
+
+func newCondMatcher(key string) (*condMatcher, error) {
+	c := &condMatcher{key: key}
+	switch {
+	case strings.HasPrefix(key, "attachments"):
+		m := attachmentsKey.FindStringSubmatch(strings.Split(key, ".")[0])
+		if m == nil {
+			return nil, fmt.Errorf("condition key %q: want attachments[name]", echo(key))
+		}
+		c.kind, c.attachment = condAttachment, m[1]
+	case strings.HasPrefix(key, "arguments"):
+		m := argumentsKey.FindStringSubmatch(strings.Split(key, ".")[0])
+		if m == nil {
+			return nil, fmt.Errorf("condition key %q: want arguments[index]", echo(key))
+		}
+		i, err := strconv.Atoi(m[1])
+		if err != nil {
+			return nil, fmt.Errorf("condition key %q: argument index is not a number", echo(key))
+		}
+		c.kind, c.arg = condArgument, i
+	case key == "method" || key == "methods":
+		c.kind = condMethod
+	default:
+		c.kind = condParam
+	}
+	return c, nil
 }
 
 // ConditionRouter applies one ConditionRule.
@@ -117,25 +199,31 @@ func (r *ConditionRouter) Priority() int { return r.rule.Priority }
 // Route keeps the providers the rule's then side allows, for calls its when
 // side matches.
 func (r *ConditionRouter) Route(invokers []kernel.Invoker, consumer *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
-	rule := r.rule
+	return r.rule.route(invokers, consumer, inv)
+}
+
+func (rule *ConditionRule) route(invokers []kernel.Invoker, consumer *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
 	if !rule.Enabled || len(invokers) == 0 {
 		return invokers
 	}
-	if !matchAll(rule.when, consumer, inv) {
-		return invokers
-	}
-	if len(rule.then) == 0 {
-		// "when =>" with nothing after it: these calls go nowhere.
-		if rule.Force {
-			return nil
+	for _, c := range rule.when {
+		if !c.match(consumer, nil, inv, true) {
+			return invokers
 		}
-		return invokers
+	}
+	if rule.noThen {
+		// "when =>": these calls go nowhere (Java: whatever force says).
+		return nil
 	}
 	out := make([]kernel.Invoker, 0, len(invokers))
+next:
 	for _, iv := range invokers {
-		if matchAll(rule.then, iv.URL(), inv) {
-			out = append(out, iv)
+		for _, c := range rule.then {
+			if !c.match(iv.URL(), consumer, nil, false) {
+				continue next
+			}
 		}
+		out = append(out, iv)
 	}
 	if len(out) == 0 && !rule.Force {
 		return invokers
@@ -143,86 +231,185 @@ func (r *ConditionRouter) Route(invokers []kernel.Invoker, consumer *kernel.URL,
 	return out
 }
 
-func matchAll(conds []condition, u *kernel.URL, inv *kernel.Invocation) bool {
-	for _, c := range conds {
-		if !c.match(u, inv) {
+// urlValue is what Java reads from URL.toOriginalMap: the parameters and
+// the URL's own parts (port only when set).
+func urlValue(u *kernel.URL, key string) (string, bool) {
+	if u == nil {
+		return "", false
+	}
+	switch key {
+	case "protocol":
+		return u.Protocol, true
+	case "username":
+		return u.Username, u.Username != ""
+	case "password":
+		return u.Password, u.Password != ""
+	case "host":
+		return u.Host, true
+	case "port":
+		if u.Port > 0 {
+			return strconv.Itoa(u.Port), true
+		}
+	case "path":
+		return u.Path, true
+	case "address":
+		return u.Address(), true
+	}
+	return u.Lookup(key)
+}
+
+// rawValue is Java's URL.getRawParameter, what "$key" patterns read.
+func rawValue(u *kernel.URL, key string) (string, bool) {
+	if key == "port" {
+		return strconv.Itoa(u.Port), true
+	}
+	if key == "address" {
+		return u.Lookup(key)
+	}
+	return urlValue(u, key)
+}
+
+// match is Java's AbstractConditionMatcher.isMatch; param is the consumer
+// URL on the then side ($ references), nil on the when side.
+func (c *condMatcher) match(u, param *kernel.URL, inv *kernel.Invocation, when bool) bool {
+	var v string
+	var ok bool
+	switch c.kind {
+	case condMethod:
+		if inv != nil {
+			v, ok = methodName(inv), true
+		} else {
+			v, ok = urlValue(u, c.key)
+		}
+	case condArgument:
+		if inv != nil && c.arg < len(inv.Args) {
+			if inv.Args[c.arg] == nil {
+				v = "null"
+			} else {
+				v = view.Text(inv.Args[c.arg])
+			}
+		} else {
+			// Java: a marker value that no pattern but '*' matches.
+			v = "dubbo_internal_not_found_argument_condition_value"
+		}
+		ok = true
+	case condAttachment:
+		if inv != nil {
+			if a, has := inv.Attachment(c.attachment); has && a != nil {
+				v, ok = view.Text(a), true
+			}
+		}
+	default:
+		v, ok = urlValue(u, c.key)
+	}
+	if !ok {
+		return false
+	}
+	for _, p := range c.mismatches {
+		if patternMatch(p, v, param, when) {
+			return false
+		}
+	}
+	if len(c.matches) == 0 {
+		return true
+	}
+	for _, p := range c.matches {
+		if patternMatch(p, v, param, when) {
+			return true
+		}
+	}
+	return false
+}
+
+// methodName is Java's RpcUtils.getMethodName: a generic call's real method.
+func methodName(inv *kernel.Invocation) string {
+	if (inv.Method == "$invoke" || inv.Method == "$invokeAsync") && len(inv.Args) > 0 {
+		if s, ok := inv.Args[0].(string); ok {
+			return s
+		}
+	}
+	return inv.Method
+}
+
+// patternMatch is Java's value patterns: a range when the pattern has '~'
+// (RangeValuePattern), else a glob (WildcardValuePattern) where "$key" on
+// the then side stands for the consumer's value of key.
+func patternMatch(pattern, value string, param *kernel.URL, when bool) bool {
+	if strings.Contains(pattern, "~") {
+		return rangeMatch(pattern, value, !when)
+	}
+	if param != nil && strings.HasPrefix(pattern, "$") {
+		p, ok := rawValue(param, pattern[1:])
+		if !ok {
+			// Java: a null pattern matches nothing.
+			return false
+		}
+		pattern = p
+	}
+	return globMatch(pattern, value)
+}
+
+// rangeMatch is Java's RangeValuePattern, quirks included: what cannot be
+// read as a range (a non-number bound, "1~" whose end Java's split drops)
+// gives def, true on the then side and false on the when side; a value
+// that is not a number is 0.
+func rangeMatch(pattern, value string, def bool) bool {
+	n := parseJavaInt(value)
+	parts := strings.Split(pattern, "~")
+	for len(parts) > 0 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1] // Java's String.split drops trailing empties
+	}
+	if len(parts) < 2 {
+		return def
+	}
+	start, end := parts[0], parts[1]
+	bound := func(s string) (int64, bool) {
+		if !isDigits(s) {
+			return 0, true
+		}
+		b, err := strconv.ParseInt(s, 10, 32)
+		return b, err == nil
+	}
+	if start != "" {
+		s, ok := bound(start)
+		if !ok {
+			return def
+		}
+		if n < s {
+			return false
+		}
+	}
+	if end != "" {
+		e, ok := bound(end)
+		if !ok {
+			return def
+		}
+		if n > e {
 			return false
 		}
 	}
 	return true
 }
 
-func (c condition) match(u *kernel.URL, inv *kernel.Invocation) bool {
-	var v string
-	switch c.key {
-	case "method":
-		if inv != nil {
-			v = inv.Method
-		}
-	case "host":
-		if u != nil {
-			v = u.Host
-		}
-	case "port":
-		if u != nil {
-			v = strconv.Itoa(u.Port)
-		}
-	case "address":
-		if u != nil {
-			v = u.Address()
-		}
-	case "protocol":
-		if u != nil {
-			v = u.Protocol
-		}
-	case "arguments":
-		i, _ := strconv.Atoi(c.index)
-		if inv != nil && i >= 0 && i < len(inv.Args) {
-			v = view.Text(inv.Args[i])
-		}
-	case "attachments":
-		if inv != nil {
-			v = inv.AttachmentString(c.index)
-		}
-	default:
-		if u != nil {
-			v = u.Param(c.key)
-			if inv != nil {
-				v = u.MethodParam(inv.Method, c.key)
-			}
-		}
-	}
-	hit := false
-	for _, pattern := range c.values {
-		if wildcard(pattern, v) {
-			hit = true
-			break
-		}
-	}
-	return hit != c.neg
-}
-
-// wildcard matches value against a pattern where '*' stands for any run of
-// characters (Dubbo's UrlUtils.isMatchGlobPattern).
-func wildcard(pattern, value string) bool {
-	if pattern == "*" {
-		return true
-	}
-	if !strings.Contains(pattern, "*") {
-		return pattern == value
-	}
-	parts := strings.Split(pattern, "*")
-	if !strings.HasPrefix(value, parts[0]) {
+func isDigits(s string) bool {
+	if s == "" {
 		return false
 	}
-	value = value[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(value, p)
-		if i < 0 {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
-		value = value[i+len(p):]
 	}
-	return strings.HasSuffix(value, last)
+	return true
+}
+
+func parseJavaInt(s string) int64 {
+	if !isDigits(s) {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0
+	}
+	return n
 }

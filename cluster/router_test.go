@@ -71,7 +71,14 @@ func TestConditionRouter(t *testing.T) {
 }
 
 func TestConditionRuleErrors(t *testing.T) {
-	for _, bad := range []string{"host = a", "method => host", "=> = x", "=> arguments[x] = 1", "=> foo[1] = 2", "=> host ="} {
+	// Java reads "host = a" (no "=>") as a then side and "foo[1]" as a URL
+	// parameter name; weft, stricter, refuses a key without a value.
+	for _, ok := range []string{"host = a", "=> foo[1] = 2"} {
+		if _, err := ParseConditionRule(ok, false, 0); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "method => host", "=> = x", "=> arguments[x] = 1", "=> host =", "=> a == 1", "=> &&"} {
 		if _, err := ParseConditionRule(bad, false, 0); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -109,8 +116,10 @@ func TestTagRouter(t *testing.T) {
 	}
 }
 
-// A tag rule moves tags by address: it beats the providers' own dubbo.tag,
-// providers it does not name keep theirs, and its force forbids fallback.
+// A tag rule moves tags by address, with Java's TagStateRouter semantics: a
+// tag the rule sets is the rule's providers only; a tag it does not set is
+// looked up in providers' own dubbo.tag; an untagged call avoids both; the
+// rule's force forbids fallback for the tags it sets.
 func TestTagRuleRouter(t *testing.T) {
 	providers := fleet("a:1/S", "b:1/S?dubbo.tag=gray", "c:1/S?dubbo.tag=gray", "d:1/S?dubbo.tag=blue")
 	f := TagRouterFactory{}
@@ -126,27 +135,31 @@ func TestTagRuleRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ tag, want string }{
-		{"", ""},                // a is gray now, b and c keep gray, d is canary: no untagged provider
-		{"gray", "a:1,b:1,c:1"}, // a joins by the rule
-		{"canary", "d:1"},       // d moved from blue
-		{"blue", ""},            // nobody is blue any more; fallback to untagged: none
+		{"", ""},          // a is gray now, b and c keep gray, d is canary: no untagged provider
+		{"gray", "a:1"},   // the rule sets gray: its providers only
+		{"canary", "d:1"}, // d moved from blue
+		{"blue", "d:1"},   // the rule does not set blue: d's own tag
+		{"red", ""},       // fallback: neither named by the rule nor tagged: none
 	} {
 		if got := route(r, c.tag); got != c.want {
 			t.Errorf("tag %q: %q, want %q", c.tag, got, c.want)
 		}
 	}
-	strict, err := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=b:1", "force": "true"}))
+	strict, err := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=x:1", "force": "true"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := route(strict, "red"); got != "" {
-		t.Errorf("forced rule, unknown tag: %q, want none", got)
+	if got := route(strict, "gray"); got != "" {
+		t.Errorf("forced rule, its tag's providers gone: %q, want none", got)
 	}
-	loose, _ := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=b:1"}))
-	if got := route(loose, "red"); got != "a:1" {
-		t.Errorf("rule without force, unknown tag: %q, want the untagged a:1", got)
+	if got := route(strict, "red"); got != "a:1" {
+		t.Errorf("forced rule, a tag it does not set: %q, want the untagged a:1", got)
 	}
-	for _, bad := range []string{"gray", "=a:1", "gray=a", "gray=a:1;blue=a:1"} {
+	loose, _ := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": "gray=x:1"}))
+	if got := route(loose, "gray"); got != "a:1" {
+		t.Errorf("rule without force, its tag's providers gone: %q, want the fallback a:1", got)
+	}
+	for _, bad := range []string{"gray", "=a:1", "gray=1.2.3.4:x", "gray=1.2.3.4/99"} {
 		if _, err := f.GetRouter(kernel.NewURL("tag", "0.0.0.0", 0, "S", map[string]string{"tags": bad})); err == nil {
 			t.Errorf("tags %q accepted", bad)
 		}

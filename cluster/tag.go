@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"fmt"
-	"net"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/weftrpc/weft/kernel"
 )
@@ -11,51 +15,278 @@ import (
 // Tag routing keys, Dubbo's.
 const (
 	// KeyTag on a provider URL labels it (gray, canary, a tenant...); as a
-	// call attachment it asks for providers of that label.
+	// call attachment, or on the consumer URL, it asks for providers of
+	// that label.
 	KeyTag = "dubbo.tag"
-	// KeyForceTag as a call attachment ("true") forbids falling back to
-	// untagged providers when none carries the tag.
+	// KeyForceTag as a call attachment, or on the consumer URL, ("true")
+	// forbids falling back to untagged providers when none carries the tag.
 	KeyForceTag = "dubbo.force.tag"
 )
 
-// TagRouter is Dubbo's tag router. A call with a `dubbo.tag` attachment goes
-// to the providers with that tag, or, when there is none and the call does
-// not force its tag, to the untagged providers. A call without a tag goes to
-// untagged providers only, so tagged ones (a canary) take only the traffic
-// meant for them.
+// TagRules is a tag-router document, as Dubbo Admin writes it under
+// "<provider application>.tag-router":
 //
-// A provider's tag is its URL's `dubbo.tag`, unless a tag rule (Dubbo's
-// tag-router document: tags with the addresses that carry them) names its
-// address: the rule wins, so tags can be moved without restarting providers.
-type TagRouter struct {
-	priority int
-	byAddr   map[string]string // host:port -> tag, from a rule
-	force    bool              // the rule's force: no fallback to untagged
+//	configVersion: v3.0
+//	force: false
+//	enabled: true
+//	runtime: true
+//	key: shop-provider
+//	tags:
+//	  - name: gray
+//	    addresses: [10.0.0.1:20880, 10.0.1.*]
+//	  - name: canary
+//	    match:
+//	      - key: env
+//	        value: {exact: canary}
+//
+// A tag's providers are those at its addresses (IP patterns: "*", CIDR,
+// 10.0.*.1-9, with or without :port; 0.0.0.0:port for a port on any host)
+// or, for a v3.0 tag without addresses, those whose URL parameters satisfy
+// every match. Java: TagRuleParser, TagRouterRule, Tag, ParamMatch.
+type TagRules struct {
+	// Version is configVersion; v2.7 when absent. Only v3.0 reads match.
+	Version string
+	// Key is the document's key field (the provider application).
+	Key string
+	// Enabled false: the rule is ignored and providers' own dubbo.tag
+	// decide (default true).
+	Enabled bool
+	// Force: a call whose tag the rule names gets only that tag's
+	// providers, none when they are gone (default false: it falls back).
+	Force bool
+	// Runtime, Priority: read and kept; informative in weft (see
+	// ConditionRules).
+	Runtime  bool
+	Priority int
+	// Tags, in the document's order.
+	Tags []Tag
 }
 
-// NewTagRouter returns the router; Dubbo runs it before condition routers.
+// Tag is one tag of a rule.
+type Tag struct {
+	Name      string
+	Addresses []string
+	// Match selects providers by URL parameters (v3.0; used when Addresses
+	// is empty).
+	Match []ParamMatch
+
+	patterns []*ipPattern
+}
+
+// ParseTagRules parses a tag-router document; docKey is its config-center
+// key (TagRouterKey), for errors.
+func ParseTagRules(docKey string, data []byte) (*TagRules, error) {
+	d := &ruleDoc{key: docKey}
+	root, err := d.load(data)
+	if err != nil {
+		return nil, err
+	}
+	h, err := d.header(root, RuleVersionV27, RuleVersionV30)
+	if err != nil {
+		return nil, err
+	}
+	if h.scope == ScopeService {
+		n, _ := d.field(root, "scope", "")
+		return nil, d.fail(n, "scope", "application (tag rules belong to a provider application)", h.scope)
+	}
+	r := &TagRules{Version: h.version, Key: h.key, Enabled: h.enabled, Force: h.force, Runtime: h.runtime, Priority: h.priority}
+	v30 := strings.HasPrefix(strings.ToLower(h.version), RuleVersionV30)
+	items, err := d.list(root, "tags", "")
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		// Java marks the rule invalid: providers' own tags decide.
+		n, _ := d.field(root, "tags", "")
+		return nil, d.fail(n, "tags", "a list of at least one tag {name, addresses or match}", "")
+	}
+	for i, it := range items {
+		p := fmt.Sprintf("tags[%d]", i)
+		if it.Kind != yaml.MappingNode {
+			return nil, d.fail(it, p, "a mapping {name, addresses, match}", kindName(it))
+		}
+		var t Tag
+		var ok bool
+		if t.Name, ok, err = d.str(it, "name", p); err != nil {
+			return nil, err
+		}
+		if !ok || t.Name == "" {
+			return nil, d.fail(it, fieldPath(p, "name"), "a tag name", "")
+		}
+		if t.Addresses, err = d.strings(it, "addresses", p); err != nil {
+			return nil, err
+		}
+		for j, a := range t.Addresses {
+			ip, err := parseIPPattern(a)
+			if err != nil {
+				e := d.fail(it, fmt.Sprintf("%s.addresses[%d]", p, j), "an address or IP pattern", a).(*RuleError)
+				e.Err = err
+				return nil, e
+			}
+			t.patterns = append(t.patterns, ip)
+		}
+		if v30 {
+			// Java reads match only in v3.0 documents, and ignores it in
+			// others; a tag with neither addresses nor match sets nothing.
+			if t.Match, err = d.paramMatches(it, "match", p); err != nil {
+				return nil, err
+			}
+		}
+		r.Tags = append(r.Tags, t)
+	}
+	return r, nil
+}
+
+// Router returns a tag router applying the rule; priority as for
+// NewTagRouter.
+func (r *TagRules) Router(priority int) *TagRouter {
+	t := &TagRouter{priority: priority, rule: r}
+	for _, tag := range r.Tags {
+		if len(tag.Addresses) == 0 && len(tag.Match) > 0 {
+			t.dynamic = true
+		}
+	}
+	if !t.dynamic {
+		t.static = r.tagSets(nil)
+	}
+	return t
+}
+
+// tagSet is the providers of one tag: address patterns, or the addresses of
+// the providers a match selected.
+type tagSet struct {
+	patterns []*ipPattern
+	exact    map[string]bool
+}
+
+func (s *tagSet) has(u *kernel.URL) bool {
+	if s.exact != nil {
+		return s.exact[u.Address()]
+	}
+	for _, p := range s.patterns {
+		// Java also takes "0.0.0.0:port" for that port on any host.
+		if p.match(u.Host, u.Port) || (p.literal && p.host == "0.0.0.0" && p.port == strconv.Itoa(u.Port)) {
+			return true
+		}
+	}
+	return false
+}
+
+// tagSets is Java's TagRouterRule.init: tag name to its providers, the
+// address tags first, then (v3.0) the match tags against invokers; a match
+// tag that selects nobody is not set.
+type tagSets map[string]*tagSet
+
+func (r *TagRules) tagSets(invokers []kernel.Invoker) tagSets {
+	out := tagSets{}
+	for _, t := range r.Tags {
+		if len(t.Addresses) > 0 {
+			out[t.Name] = &tagSet{patterns: t.patterns}
+		}
+	}
+	for _, t := range r.Tags {
+		if len(t.Addresses) > 0 || len(t.Match) == 0 {
+			continue
+		}
+		set := &tagSet{exact: map[string]bool{}}
+	next:
+		for _, iv := range invokers {
+			for _, m := range t.Match {
+				if !m.Match(iv.URL()) {
+					continue next
+				}
+			}
+			set.exact[iv.URL().Address()] = true
+		}
+		if len(set.exact) > 0 {
+			out[t.Name] = set
+		}
+	}
+	return out
+}
+
+// inAny reports whether u is a provider of any tag of the rule (Java's
+// TagRouterRule.getAddresses).
+func (s tagSets) inAny(u *kernel.URL) bool {
+	for _, set := range s {
+		if set.has(u) {
+			return true
+		}
+	}
+	return false
+}
+
+// selectByLevel is Java's TagStateRouter.selectAddressByTagLevel: a tag
+// "beta|team1|partner1" falls back to "beta|team1", then "beta", unless the
+// call forces its tag. nil: the rule does not set the tag.
+func (s tagSets) selectByLevel(tag string, force bool) *tagSet {
+	if force || !strings.Contains(tag, "|") {
+		return s[tag]
+	}
+	parts := strings.Split(tag, "|")
+	for i := len(parts); i > 0; i-- {
+		if set := s[strings.Join(parts[:i], "|")]; set != nil {
+			return set
+		}
+	}
+	return nil
+}
+
+// TagRouter is Dubbo's tag router (Java: TagStateRouter). A call's tag is
+// its `dubbo.tag` attachment, else the consumer URL's.
+//
+// Without a rule (or with a disabled one) providers' own `dubbo.tag`
+// decide: a tagged call goes to the providers with that tag, or, when there
+// is none and the call does not force its tag (`dubbo.force.tag`), to the
+// untagged providers; an untagged call goes to untagged providers only, so
+// tagged ones (a canary) take only the traffic meant for them.
+//
+// With a rule, a tagged call whose tag the rule sets goes to the rule's
+// providers of that tag (empty and forced by the rule: none); a tag the
+// rule does not set is looked up in providers' own tags; failing both, an
+// unforced call falls back to providers neither the rule nor their URL
+// tags. An untagged call goes to the providers the rule does not name and
+// whose URL has no tag.
+type TagRouter struct {
+	priority int
+	rule     *TagRules
+	// static is the rule's tag sets when they do not depend on the
+	// providers (no match tags); else dynamic is set and cache holds the
+	// sets computed for the last provider list seen.
+	static  tagSets
+	dynamic bool
+	cache   atomic.Pointer[tagCache]
+}
+
+type tagCache struct {
+	first *kernel.Invoker
+	n     int
+	sets  tagSets
+}
+
+// NewTagRouter returns the router without a rule; Dubbo runs it before
+// condition routers.
 func NewTagRouter(priority int) *TagRouter { return &TagRouter{priority: priority} }
 
 // NewTagRuleRouter returns a tag router with a rule: tags maps each tag to
-// the host:port addresses that carry it; force forbids falling back to
-// untagged providers when none carries a call's tag.
+// the addresses (IP patterns) that carry it; force as TagRules.Force.
 func NewTagRuleRouter(priority int, tags map[string][]string, force bool) (*TagRouter, error) {
-	r := &TagRouter{priority: priority, byAddr: map[string]string{}, force: force}
-	for tag, addrs := range tags {
-		if tag == "" {
+	r := &TagRules{Version: RuleVersionV27, Enabled: true, Force: force, Runtime: true}
+	for name, addrs := range tags {
+		if name == "" {
 			return nil, fmt.Errorf("tag rule: a tag needs a name (addresses %v)", addrs)
 		}
+		t := Tag{Name: name, Addresses: addrs}
 		for _, a := range addrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, fmt.Errorf("tag rule: tag %q: address %q is not host:port", tag, a)
+			p, err := parseIPPattern(a)
+			if err != nil {
+				return nil, fmt.Errorf("tag rule: tag %q: address %q: %v", name, a, err)
 			}
-			if prev, dup := r.byAddr[a]; dup && prev != tag {
-				return nil, fmt.Errorf("tag rule: address %s is in tags %q and %q", a, prev, tag)
-			}
-			r.byAddr[a] = tag
+			t.patterns = append(t.patterns, p)
 		}
+		r.Tags = append(r.Tags, t)
 	}
-	return r, nil
+	return r.Router(priority), nil
 }
 
 // ParseTagRule reads the `tags` parameter of a tag router URL:
@@ -86,42 +317,109 @@ func splitTrim(s string) []string {
 	return out
 }
 
-func (r *TagRouter) tagOf(iv kernel.Invoker) string {
-	if r.byAddr != nil {
-		if tag, ok := r.byAddr[iv.URL().Address()]; ok {
-			return tag
-		}
-	}
-	return iv.URL().Param(KeyTag)
-}
-
 // Priority orders the router in a chain.
 func (r *TagRouter) Priority() int { return r.priority }
 
+// Rule returns the router's rule, nil when it has none.
+func (r *TagRouter) Rule() *TagRules { return r.rule }
+
+// sets returns the rule's tag sets for this provider list. Match tags are
+// evaluated once per list: the directory's snapshots are immutable and
+// replaced whole, so a list is known by its backing array and length.
+func (r *TagRouter) sets(invokers []kernel.Invoker) tagSets {
+	if !r.dynamic {
+		return r.static
+	}
+	first := unsafe.SliceData(invokers)
+	if c := r.cache.Load(); c != nil && c.first == first && c.n == len(invokers) {
+		return c.sets
+	}
+	s := r.rule.tagSets(invokers)
+	r.cache.Store(&tagCache{first: first, n: len(invokers), sets: s})
+	return s
+}
+
 // Route keeps the providers the call's tag allows.
-func (r *TagRouter) Route(invokers []kernel.Invoker, _ *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
-	tag := ""
-	force := false
+func (r *TagRouter) Route(invokers []kernel.Invoker, consumer *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
+	if len(invokers) == 0 {
+		return invokers
+	}
+	tag, forceTag := callTag(consumer, inv)
+	rule := r.rule
+	if rule == nil || !rule.Enabled {
+		return staticTagRoute(invokers, tag, forceTag)
+	}
+	sets := r.sets(invokers)
+	if tag != "" {
+		var result []kernel.Invoker
+		if set := sets.selectByLevel(tag, forceTag); set != nil {
+			result = filterInvokers(invokers, func(u *kernel.URL) bool { return set.has(u) })
+			if len(result) > 0 || rule.Force {
+				return result
+			}
+		} else {
+			result = filterInvokers(invokers, func(u *kernel.URL) bool { return u.Param(KeyTag) == tag })
+		}
+		if len(result) > 0 || forceTag {
+			return result
+		}
+		return filterInvokers(invokers, func(u *kernel.URL) bool { return !sets.inAny(u) && u.Param(KeyTag) == "" })
+	}
+	if len(sets) > 0 {
+		result := filterInvokers(invokers, func(u *kernel.URL) bool { return !sets.inAny(u) })
+		if len(result) == 0 {
+			return result
+		}
+		invokers = result
+	}
+	return filterInvokers(invokers, func(u *kernel.URL) bool { return u.Param(KeyTag) == "" })
+}
+
+// callTag is the call's tag and whether it is forced: attachments first,
+// then the consumer URL.
+func callTag(consumer *kernel.URL, inv *kernel.Invocation) (tag string, force bool) {
+	var forceText string
 	if inv != nil {
 		tag = inv.AttachmentString(KeyTag)
-		force = inv.AttachmentString(KeyForceTag) == "true" || r.force
+		forceText = inv.AttachmentString(KeyForceTag)
 	}
+	if consumer != nil {
+		if tag == "" {
+			tag = consumer.Param(KeyTag)
+		}
+		if _, set := attachment(inv, KeyForceTag); !set {
+			forceText = consumer.Param(KeyForceTag)
+		}
+	}
+	return tag, strings.EqualFold(forceText, "true")
+}
+
+func attachment(inv *kernel.Invocation, k string) (any, bool) {
+	if inv == nil {
+		return nil, false
+	}
+	return inv.Attachment(k)
+}
+
+// staticTagRoute is Java's filterUsingStaticTag: providers' own tags.
+func staticTagRoute(invokers []kernel.Invoker, tag string, force bool) []kernel.Invoker {
 	if tag != "" {
-		if tagged := r.filterTag(invokers, tag); len(tagged) > 0 || force {
+		tagged := filterInvokers(invokers, func(u *kernel.URL) bool { return u.Param(KeyTag) == tag })
+		if len(tagged) > 0 || force {
 			return tagged
 		}
 	}
-	return r.filterTag(invokers, "")
+	return filterInvokers(invokers, func(u *kernel.URL) bool { return u.Param(KeyTag) == "" })
 }
 
-// filterTag returns the invokers whose tag is tag; it returns invokers itself
-// when all match, so the common untagged case allocates nothing.
-func (r *TagRouter) filterTag(invokers []kernel.Invoker, tag string) []kernel.Invoker {
+// filterInvokers returns the invokers whose URL keep accepts; it returns
+// invokers itself when all are kept, so the common case allocates nothing.
+func filterInvokers(invokers []kernel.Invoker, keep func(*kernel.URL) bool) []kernel.Invoker {
 	for i, iv := range invokers {
-		if r.tagOf(iv) != tag {
+		if !keep(iv.URL()) {
 			out := append(make([]kernel.Invoker, 0, len(invokers)), invokers[:i]...)
 			for _, rest := range invokers[i+1:] {
-				if r.tagOf(rest) == tag {
+				if keep(rest.URL()) {
 					out = append(out, rest)
 				}
 			}
