@@ -541,9 +541,9 @@ func TestBadRouterRuleFailsAtStartup(t *testing.T) {
 	_, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithConfig(weft.ConfigYAML(`
 consumer:
   references:
-    greeter: {interface: org.example.Greeter, protocol: injvm, routers: [{rule: "host = a"}]}
+    greeter: {interface: org.example.Greeter, protocol: injvm, routers: [{rule: "method = a => host"}]}
 `)))
-	if err == nil || !strings.Contains(err.Error(), "consumer.references.greeter: routers[0]") || !strings.Contains(err.Error(), "when => then") {
+	if err == nil || !strings.Contains(err.Error(), "consumer.references.greeter: routers[0]") || !strings.Contains(err.Error(), `condition "host" has no value`) {
 		t.Fatalf("err = %v", err)
 	}
 }
