@@ -239,7 +239,12 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 			}
 			commits = append(commits, func() {
 				r.routers = routers
-				r.dir.SetRouters(routers)
+				if r.gov != nil {
+					// The governance rules' routers stay beside them.
+					r.gov.retarget(r.dir, routers)
+				} else {
+					r.dir.SetRouters(routers)
+				}
 			})
 			applied(path + ".routers")
 		case defaultsChanged || !reflect.DeepEqual(orc, nrc):
@@ -346,6 +351,9 @@ func (rt *runtime) rerefer(r, nr *reference) {
 		r.sub.Retarget(rd)
 	}
 	r.url, r.targets, r.routers, r.dir = nr.url, nr.targets, nr.routers, nr.dir
+	if r.gov != nil {
+		r.gov.retarget(nr.dir, nr.routers)
+	}
 	if old := r.invoker.Swap(&iv); old != nil {
 		rt.retire(*old)
 	}

@@ -93,6 +93,9 @@ type reference struct {
 	// subscription that feeds the directory of a discovering reference.
 	dir interface{ SetRouters([]extension.Router) }
 	sub *registry.Subscription
+	// gov applies Dubbo Admin's rules from the config center; nil
+	// without one.
+	gov *governance
 }
 
 func (r *reference) current() (kernel.Invoker, error) {
@@ -581,11 +584,24 @@ func (rt *runtime) start(ctx context.Context) error {
 		pub *kernel.URL
 	}
 	var pubs []pending
+	// A protocol whose port is 0 gets a free port at its first export;
+	// the App's other services on it share that port, as in Dubbo (one
+	// server per protocol), and an application instance has one port per
+	// protocol to announce.
+	bound := map[string]int{}
 	for _, s := range rt.services {
 		for _, inv := range s.invokers {
+			u := inv.URL()
+			key := u.Protocol + "://" + u.Host
+			if p, ok := bound[key]; ok && u.Port == 0 && u.Protocol != "injvm" {
+				inv = inv.WithURL(u.WithAddress(u.Protocol, u.Host, p))
+			}
 			pub, err := rt.export(ctx, s.id, inv)
 			if err != nil {
 				return err
+			}
+			if u.Port == 0 && pub.Port != 0 {
+				bound[key] = pub.Port
 			}
 			if pub.Protocol != "injvm" {
 				pubs = append(pubs, pending{s.id, pub})
@@ -714,6 +730,7 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 		}
 	}
 	r.invoker.Store(&iv)
+	rt.startGovernance(r)
 	if rd != nil {
 		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(),
 			"registries", strings.Join(rt.layer.IDs(), ","), "providers", len(rd.Invokers()))
@@ -816,6 +833,9 @@ func (rt *runtime) stop(ctx context.Context) error {
 	}
 	for i := len(rt.refIDs) - 1; i >= 0; i-- {
 		r := rt.refs[rt.refIDs[i]]
+		if r.gov != nil {
+			r.gov.close()
+		}
 		if p := r.invoker.Swap(nil); p != nil {
 			(*p).Destroy()
 		}

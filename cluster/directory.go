@@ -116,6 +116,15 @@ type RegistryDirectory struct {
 
 	mu    sync.Mutex
 	byKey map[string]kernel.Invoker
+	// merge lays the consumer's settings over each listed provider URL;
+	// configure then applies the override rules (Dubbo's configurators)
+	// to the merged list, so that an operator's override wins over both,
+	// as in Java. last is the registries' last list, run again through
+	// them when the rules change.
+	merge     func(*kernel.URL) *kernel.URL
+	configure func([]*kernel.URL) []*kernel.URL
+	last      []*kernel.URL
+	notified  bool
 }
 
 // NewRegistryDirectory returns an empty directory for the consumer URL url;
@@ -134,6 +143,30 @@ var (
 	_ extension.NotifyListener = (*RegistryDirectory)(nil)
 )
 
+// SetMerge sets how each listed provider URL gets the consumer's settings
+// (before the first Notify).
+func (d *RegistryDirectory) SetMerge(merge func(*kernel.URL) *kernel.URL) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.merge = merge
+}
+
+// SetConfigure sets the override rules applied to the merged provider
+// list (nil: none) and applies them to the last list at once: providers
+// whose URL the rules change are referred again with their new settings,
+// and those the rules disable leave the directory.
+func (d *RegistryDirectory) SetConfigure(configure func([]*kernel.URL) []*kernel.URL) {
+	if d.destroyed.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.configure = configure
+	if d.notified {
+		d.apply(d.last, false)
+	}
+}
+
 // Notify replaces the provider list.
 func (d *RegistryDirectory) Notify(urls []*kernel.URL) {
 	if d.destroyed.Load() {
@@ -141,18 +174,35 @@ func (d *RegistryDirectory) Notify(urls []*kernel.URL) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(urls) == 0 && d.url.ParamBool(KeyEmptyProtection, true) && len(d.byKey) > 0 {
+	d.apply(urls, true)
+}
+
+// apply makes the directory hold urls (a registry's list, merged and
+// configured here); fromRegistry is false when the rules changed.
+func (d *RegistryDirectory) apply(urls []*kernel.URL, fromRegistry bool) {
+	if fromRegistry && len(urls) == 0 && d.url.ParamBool(KeyEmptyProtection, true) && len(d.byKey) > 0 {
 		d.log.Warn("weft: registry pushed an empty provider list; keeping the last one", "service", d.url.ServiceKey(), "kept", len(d.byKey))
 		return
 	}
-	next := make(map[string]kernel.Invoker, len(urls))
-	list := make([]kernel.Invoker, 0, len(urls))
-	var added []string
+	d.last, d.notified = urls, true
 	wanted := d.url.Param(KeyProtocols)
+	targets := make([]*kernel.URL, 0, len(urls))
 	for _, u := range urls {
 		if wanted != "" && !slices.Contains(strings.Split(wanted, ","), u.Protocol) {
 			continue
 		}
+		if d.merge != nil {
+			u = d.merge(u)
+		}
+		targets = append(targets, u)
+	}
+	if d.configure != nil {
+		targets = d.configure(targets)
+	}
+	next := make(map[string]kernel.Invoker, len(targets))
+	list := make([]kernel.Invoker, 0, len(targets))
+	var added []string
+	for _, u := range targets {
 		key := u.String()
 		if _, dup := next[key]; dup {
 			continue

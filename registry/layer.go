@@ -387,9 +387,10 @@ func (l *Layer) Directory(ctx context.Context, consumer *kernel.URL, routers []e
 	delete(params, kernel.KeyTimestamp)
 	delete(params, extension.KeyCategory)
 	delete(params, KeyRegister)
-	rd := cluster.NewRegistryDirectory(consumer, func(pu *kernel.URL) (kernel.Invoker, error) {
-		return refer(context.WithoutCancel(ctx), MergeURL(pu, params))
+	rd := cluster.NewRegistryDirectory(consumer, func(u *kernel.URL) (kernel.Invoker, error) {
+		return refer(context.WithoutCancel(ctx), u)
 	}, l.log)
+	rd.SetMerge(func(pu *kernel.URL) *kernel.URL { return MergeURL(pu, params) })
 	rd.SetRouters(routers)
 	return rd
 }
@@ -518,10 +519,24 @@ func (l *Layer) closeRegistries() {
 	l.insts = map[string]*instanceRegistry{}
 }
 
+// KeyRemoteApplication on a merged provider URL is the provider's own
+// application, which the consumer's application replaces (Dubbo's
+// remote.application): tag rules and override rules are looked up by it.
+const KeyRemoteApplication = "remote.application"
+
 // MergeURL lays the consumer's parameters over a provider URL, as Dubbo's
 // ClusterUtils.mergeUrl does: the consumer decides timeouts, retries, load
-// balancing and its filters.
+// balancing and its filters; the provider's application stays as
+// remote.application.
 func MergeURL(provider *kernel.URL, consumer map[string]string) *kernel.URL {
+	if app := provider.Param(kernel.KeyApplication); app != "" && consumer[kernel.KeyApplication] != "" && consumer[KeyRemoteApplication] == "" {
+		merged := make(map[string]string, len(consumer)+1)
+		for k, v := range consumer {
+			merged[k] = v
+		}
+		merged[KeyRemoteApplication] = app
+		consumer = merged
+	}
 	return provider.WithParams(consumer)
 }
 

@@ -267,17 +267,12 @@ func providerURLs(in extension.ServiceInstance, md *MetadataInfo, consumer *kern
 		if len(protocols) > 0 && !contains(protocols, s.Protocol) {
 			continue
 		}
-		// The service's own port first: a weft App whose protocol has
-		// port 0 serves each service on a port of its own, which the
-		// instance's one endpoint per protocol cannot say; Java and
-		// dubbo-go write the protocol's port there, the same as the
-		// endpoint's.
+		// The endpoint's port, not the service's: instances of one
+		// revision share one metadata, fetched from one of them, and
+		// each listens on its own port.
 		port := in.Port
 		if p, ok := eps[s.Protocol]; ok {
 			port = p
-		}
-		if s.Port > 0 && s.Port < 65536 {
-			port = int(s.Port)
 		}
 		params := make(map[string]string, len(s.Params)+4)
 		for k, v := range s.Params {

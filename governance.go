@@ -1,0 +1,272 @@
+package weft
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/weftrpc/weft/cluster"
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/registry"
+)
+
+// governance is one reference's share of Dubbo Admin's rules: the
+// documents an operator writes into the config center (group dubbo) under
+// Dubbo's keys, watched while the App runs and applied to the reference's
+// directory as they change:
+//
+//   - <interface>:<version>:<group>.condition-router and
+//     <consumer application>.condition-router: condition routers;
+//   - <provider application>.tag-router: the tag rule (the provider's
+//     application is the remote.application of the first provider listed,
+//     as Java's TagStateRouter reads it);
+//   - <consumer application>.configurators and
+//     <interface>:<version>:<group>.configurators: override rules laid over
+//     the provider URLs after the consumer's own settings.
+//
+// A document that does not parse is rejected with its reason logged, and
+// the rule it would replace stays; a deleted document removes its rule.
+type governance struct {
+	rt       *runtime
+	ref      string
+	dc       extension.DynamicConfiguration
+	consumer *kernel.URL
+	host     string // the consumer's address, for rules that name consumers
+
+	svcCondKey, appCondKey, svcCfgKey, appCfgKey string
+
+	mu      sync.Mutex
+	dir     interface{ SetRouters([]extension.Router) }
+	static  []extension.Router // the reference's own routers (config)
+	svcCond *cluster.ConditionRulesRouter
+	appCond *cluster.ConditionRulesRouter
+	tag     *cluster.TagRouter
+	svcCfg  cluster.Configurators
+	appCfg  cluster.Configurators
+	tagApp  string // the provider application whose tag rule is watched
+	tagKey  string
+	closed  bool
+	watched []string // keys listened to, for close
+}
+
+// tagRulePriority runs a tag rule's router first, where the default tag
+// router runs (cluster.TagRouterFactory's default).
+const tagRulePriority = -100
+
+// ruleReadTimeout bounds the first read of each rule document.
+const ruleReadTimeout = 5 * time.Second
+
+// startGovernance watches the rules of r, if the App has a config center.
+func (rt *runtime) startGovernance(r *reference) {
+	if rt.cc == nil {
+		return
+	}
+	g := &governance{rt: rt, ref: r.id, dc: rt.cc.dc, consumer: r.url, host: r.url.Host}
+	key := cluster.RuleKeyOf(r.url)
+	g.svcCondKey, g.svcCfgKey = cluster.ConditionRouterKey(key), cluster.ConfiguratorsKey(key)
+	if app := rt.cfg.Application.Name; app != "" {
+		g.appCondKey, g.appCfgKey = cluster.ConditionRouterKey(app), cluster.ConfiguratorsKey(app)
+	}
+	g.retarget(r.dir, r.routers)
+	for _, k := range []string{g.svcCondKey, g.appCondKey, g.svcCfgKey, g.appCfgKey} {
+		if k != "" {
+			g.watch(k)
+		}
+	}
+	r.gov = g
+}
+
+// watch listens to the document under key, then reads it: no change is
+// missed between the two, and one seen twice applies the same rule twice.
+func (g *governance) watch(key string) {
+	if err := g.dc.AddListener(key, cluster.GovernanceGroup, g); err != nil {
+		g.rt.log.Warn("weft: governance: cannot watch a rule document; it does not apply", "reference", g.ref, "key", key, "err", err)
+		return
+	}
+	g.mu.Lock()
+	g.watched = append(g.watched, key)
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), ruleReadTimeout)
+	content, err := g.dc.GetConfig(ctx, key, cluster.GovernanceGroup)
+	cancel()
+	if err != nil {
+		g.rt.log.Warn("weft: governance: cannot read a rule document; it applies once it changes", "reference", g.ref, "key", key, "err", err)
+		return
+	}
+	if content != "" {
+		g.Process(extension.ConfigChangedEvent{Key: key, Group: cluster.GovernanceGroup, Content: content})
+	}
+}
+
+// Process applies one document's change.
+func (g *governance) Process(ev extension.ConfigChangedEvent) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	data := []byte(ev.Content)
+	var err error
+	switch ev.Key {
+	case g.svcCondKey, g.appCondKey:
+		var router *cluster.ConditionRulesRouter
+		if !ev.Deleted {
+			prio := cluster.ServiceConditionRouterPriority
+			if ev.Key == g.appCondKey {
+				prio = cluster.AppConditionRouterPriority
+			}
+			var rules *cluster.ConditionRules
+			if rules, err = cluster.ParseConditionRules(ev.Key, data); err == nil {
+				router = rules.Router(prio)
+			}
+		}
+		if err == nil {
+			if ev.Key == g.appCondKey {
+				g.appCond = router
+			} else {
+				g.svcCond = router
+			}
+		}
+	case g.tagKey:
+		var router *cluster.TagRouter
+		if !ev.Deleted {
+			var rules *cluster.TagRules
+			if rules, err = cluster.ParseTagRules(ev.Key, data); err == nil {
+				router = rules.Router(tagRulePriority)
+			}
+		}
+		if err == nil {
+			g.tag = router
+		}
+	case g.svcCfgKey, g.appCfgKey:
+		var cfgs cluster.Configurators
+		if !ev.Deleted {
+			var rules *cluster.OverrideRules
+			if rules, err = cluster.ParseOverrideRules(ev.Key, data); err == nil {
+				cfgs = rules.Configurators
+			}
+		}
+		if err == nil {
+			if ev.Key == g.appCfgKey {
+				g.appCfg = cfgs
+			} else {
+				g.svcCfg = cfgs
+			}
+		}
+	default:
+		return
+	}
+	if err != nil {
+		g.rt.log.Warn("weft: governance: rule rejected; the rule it would replace stays", "reference", g.ref, "key", ev.Key, "err", err)
+		return
+	}
+	what := "applied"
+	if ev.Deleted {
+		what = "removed"
+	}
+	g.rt.log.Info("weft: governance: rule "+what, "reference", g.ref, "key", ev.Key)
+	g.applyLocked()
+}
+
+// retarget points the rules at a new directory (the reference was referred
+// again after a config change) with the reference's own routers.
+func (g *governance) retarget(dir interface{ SetRouters([]extension.Router) }, static []extension.Router) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dir, g.static = dir, static
+	g.applyLocked()
+}
+
+// applyLocked sets the directory's routers: the reference's own, with the
+// tag rule's router in place of the default tag router when there is one,
+// then the condition rules'.
+func (g *governance) applyLocked() {
+	if g.dir == nil {
+		return
+	}
+	routers := make([]extension.Router, 0, len(g.static)+3)
+	for _, r := range g.static {
+		if _, isTag := r.(*cluster.TagRouter); isTag && g.tag != nil {
+			continue
+		}
+		routers = append(routers, r)
+	}
+	for _, r := range []extension.Router{g.tag, g.svcCond, g.appCond} {
+		if r != nil && !isNilRouter(r) {
+			routers = append(routers, r)
+		}
+	}
+	g.dir.SetRouters(routers)
+	if rd, ok := g.dir.(*cluster.RegistryDirectory); ok {
+		// The override rules may have changed: run the last provider
+		// list through them again (SetConfigure does). Not under g.mu:
+		// the directory calls configure, which takes it, under its own
+		// lock.
+		go rd.SetConfigure(g.configure)
+	}
+}
+
+// isNilRouter reports a typed nil in the interface.
+func isNilRouter(r extension.Router) bool {
+	switch v := r.(type) {
+	case *cluster.TagRouter:
+		return v == nil
+	case *cluster.ConditionRulesRouter:
+		return v == nil
+	}
+	return false
+}
+
+// configure is the directory's override step: the consumer application's
+// rules, then the service's, as Java orders them. It also notes the
+// providers' application, whose tag rule applies.
+func (g *governance) configure(urls []*kernel.URL) []*kernel.URL {
+	g.mu.Lock()
+	app, svc := g.appCfg, g.svcCfg
+	closed := g.closed
+	g.mu.Unlock()
+	if len(urls) > 0 && !closed {
+		if pa := urls[0].Param(registry.KeyRemoteApplication); pa != "" {
+			g.followTagRule(pa)
+		}
+	}
+	if len(app) == 0 && len(svc) == 0 {
+		return urls
+	}
+	return cluster.ConfigureProviders(urls, g.host, app, svc)
+}
+
+// followTagRule watches <app>.tag-router once the providers' application
+// is known (or changes). The watch runs on its own goroutine: configure
+// runs inside the directory's notification, which must not wait on the
+// config center.
+func (g *governance) followTagRule(app string) {
+	g.mu.Lock()
+	if g.tagApp == app || g.closed {
+		g.mu.Unlock()
+		return
+	}
+	old := g.tagKey
+	g.tagApp, g.tagKey, g.tag = app, cluster.TagRouterKey(app), nil
+	key := g.tagKey
+	g.mu.Unlock()
+	go func() {
+		if old != "" {
+			g.dc.RemoveListener(old, cluster.GovernanceGroup, g)
+		}
+		g.watch(key)
+	}()
+}
+
+// close stops watching.
+func (g *governance) close() {
+	g.mu.Lock()
+	g.closed = true
+	keys := g.watched
+	g.watched = nil
+	g.mu.Unlock()
+	for _, k := range keys {
+		g.dc.RemoveListener(k, cluster.GovernanceGroup, g)
+	}
+}
