@@ -18,6 +18,7 @@ import (
 
 	"github.com/weftrpc/weft"
 	nacos "github.com/weftrpc/weft/registry-nacos"
+	zookeeper "github.com/weftrpc/weft/registry-zookeeper"
 )
 
 // Issue 10, item 3: a provider that leaves the registry (SIGTERM: it
@@ -80,7 +81,7 @@ func gracefulChild(address, name, port, logPath string) {
 	svc := &slowSvc{name: name, log: f}
 	// Nacos is a plugin; this child serves the embedded and the Nacos
 	// variants, so it always adds it.
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithService("slow", svc),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin(), zookeeper.Plugin()), weft.WithService("slow", svc),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 protocols: {dubbo: {port: %s}}
@@ -116,8 +117,13 @@ provider:
 // and a provider that stops before its consumers have heard of it refuses
 // their calls, which failfast does not retry.
 func gracefulShutdownWait(address string) int {
-	if strings.HasPrefix(address, "nacos:") {
+	switch {
+	case strings.HasPrefix(address, "nacos:"):
 		return 4000
+	case strings.HasPrefix(address, "zookeeper:"):
+		// A watch fires within milliseconds; the margin is for a loaded
+		// machine's scheduling.
+		return 1000
 	}
 	return shutdownWait(address)
 }
@@ -217,7 +223,7 @@ func gracefulStopThroughRegistry(t *testing.T, address, cl string) {
 		ref = "cluster: failover, retries: 2"
 	}
 	var c slowClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithReference("slow", &c),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin(), zookeeper.Plugin()), weft.WithReference("slow", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 consumer:

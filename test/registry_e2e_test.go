@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftrpc/weft"
 	nacos "github.com/weftrpc/weft/registry-nacos"
+	zookeeper "github.com/weftrpc/weft/registry-zookeeper"
 )
 
 const registryChildEnv = "WEFTTEST_EMBEDDED_PROVIDER"
@@ -26,7 +27,7 @@ func registryChild(spec string) {
 	address, name, _ := strings.Cut(spec, ";")
 	// Nacos is a plugin: the same child serves the embedded and the Nacos
 	// scenarios, so it always adds it (unused, it costs nothing).
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithService("node", &node{name: name}),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin(), zookeeper.Plugin()), weft.WithService("node", &node{name: name}),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 protocols: {dubbo: {port: 0}}
@@ -97,7 +98,7 @@ func discoveryAcrossProcesses(t *testing.T, address string, dropWithin time.Dura
 	a := startRegistryChild(t, address, "a")
 	b := startRegistryChild(t, address, "b")
 	var c nodeClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin()), weft.WithReference("node", &c),
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin(), zookeeper.Plugin()), weft.WithReference("node", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 consumer:
