@@ -64,10 +64,13 @@ type Decoder struct {
 	data []byte
 	pos  int
 	n    int // top-level values consumed so far
-	// refs are the lists, maps and objects decoded so far, which a back
-	// reference ('Q') names by index; the first few live inline.
-	refs      []any
+	// The lists, maps and objects decoded so far, which a back reference
+	// ('Q') names by index: the first len(refInline) in refInline, the rest
+	// in refMore (see addRef). Not a slice of refInline: a Decoder pointing
+	// into itself escapes to the heap, one more allocation per body.
+	nrefs     int
 	refInline [4]any
+	refMore   []any
 	classes   []classDef // class definitions so far
 	types     []string   // type names so far, in the library's type-reference order
 	slab      []string   // backing store of boxed strings, see box
@@ -85,9 +88,7 @@ type Decoder struct {
 // Decoding allocates at most BudgetFor(len(data)) bytes; past it, Decode
 // fails.
 func NewDecoder(data []byte) *Decoder {
-	d := &Decoder{data: data, budget: BudgetFor(len(data)), size: len(data), factor: BudgetFactor}
-	d.refs = d.refInline[:0]
-	return d
+	return &Decoder{data: data, budget: BudgetFor(len(data)), size: len(data), factor: BudgetFactor}
 }
 
 // grow charges an append to a slice of length n and capacity c whose
@@ -737,7 +738,7 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 			if d.data[d.pos] == tagEnd {
 				d.pos++
 				var v any = out
-				d.refs[slot] = v
+				d.setRef(slot, v)
 				return v, nil
 			}
 			if err := d.grow(len(out), cap(out), costSlot); err != nil {
@@ -968,7 +969,7 @@ func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error)
 		if !more {
 			if variable {
 				boxed = out
-				d.refs[slot] = boxed
+				d.setRef(slot, boxed)
 			}
 			return boxed, nil
 		}
@@ -1016,7 +1017,7 @@ func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
 		if !more {
 			if variable {
 				boxed = out
-				d.refs[slot] = boxed
+				d.setRef(slot, boxed)
 			}
 			return boxed, nil
 		}

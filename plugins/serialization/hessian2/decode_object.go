@@ -17,8 +17,41 @@ type classDef struct {
 // addRef records a list, map or object for back references and returns its
 // index.
 func (d *Decoder) addRef(v any) int {
-	d.refs = append(d.refs, v)
-	return len(d.refs) - 1
+	i := d.nrefs
+	if i < len(d.refInline) {
+		d.refInline[i] = v
+	} else {
+		d.refMore = append(d.refMore, v)
+	}
+	d.nrefs++
+	return i
+}
+
+// setRef replaces reference i: a container whose value is known only when
+// it is complete (a variable-length list, an enum constant).
+func (d *Decoder) setRef(i int, v any) {
+	if i < len(d.refInline) {
+		d.refInline[i] = v
+	} else {
+		d.refMore[i-len(d.refInline)] = v
+	}
+}
+
+// ref is reference i, 0 <= i < d.nrefs.
+func (d *Decoder) ref(i int) any {
+	if i < len(d.refInline) {
+		return d.refInline[i]
+	}
+	return d.refMore[i-len(d.refInline)]
+}
+
+// truncRefs forgets the references from n on (DecodeStringMap's retry).
+func (d *Decoder) truncRefs(n int) {
+	for i := n; i < min(d.nrefs, len(d.refInline)); i++ {
+		d.refInline[i] = nil
+	}
+	d.refMore = d.refMore[:max(0, n-len(d.refInline))]
+	d.nrefs = n
 }
 
 // backRef decodes 'Q' int: the n-th list, map or object so far, itself (so
@@ -30,13 +63,13 @@ func (d *Decoder) backRef() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if i < 0 || int(i) >= len(d.refs) {
-		return nil, errAt(at, "reference %d to one of %d lists, maps and objects", i, len(d.refs))
+	if i < 0 || int(i) >= d.nrefs {
+		return nil, errAt(at, "reference %d to one of %d lists, maps and objects", i, d.nrefs)
 	}
 	if err := d.spend(costSlot); err != nil {
 		return nil, err
 	}
-	return d.refs[i], nil
+	return d.ref(int(i)), nil
 }
 
 // classDef decodes 'C' name int field-name*, and the value after it, which
@@ -202,7 +235,7 @@ func (d *Decoder) enumConst(c *classDef, depth int) (any, error) {
 	p := reflect.New(c.typ)
 	p.Elem().Set(ev)
 	out := p.Interface()
-	d.refs[slot] = out
+	d.setRef(slot, out)
 	return out, nil
 }
 
@@ -222,7 +255,7 @@ func (d *Decoder) classList(elem reflect.Type, n int, variable bool, depth int) 
 		if !more {
 			if variable {
 				boxed = out.Interface()
-				d.refs[slot] = boxed
+				d.setRef(slot, boxed)
 			}
 			return boxed, nil
 		}

@@ -81,7 +81,7 @@ func (d *Decoder) DecodeString() (string, error) {
 // the data.
 func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 	if d.err == nil && d.pos < len(d.data) && d.data[d.pos] == tagUMap {
-		start, refs, classes, types := d.pos, len(d.refs), len(d.classes), len(d.types)
+		start, refs, classes, types := d.pos, d.nrefs, len(d.classes), len(d.types)
 		m, err := d.stringMap()
 		if err == nil {
 			d.n++
@@ -91,7 +91,8 @@ func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 			d.err = err
 			return nil, err
 		}
-		d.pos, d.refs, d.classes, d.types = start, d.refs[:refs], d.classes[:classes], d.types[:types]
+		d.pos, d.classes, d.types = start, d.classes[:classes], d.types[:types]
+		d.truncRefs(refs)
 	}
 	v, err := d.Decode()
 	if err != nil {
@@ -129,7 +130,7 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 		if tag == tagEnd {
 			d.pos++
 			if m != nil {
-				d.refs[slot] = m
+				d.setRef(slot, m)
 			}
 			return m, nil
 		}
