@@ -17,10 +17,11 @@ type POJO interface {
 	JavaClassName() string
 }
 
-// Param is a value that names the Java type of the parameter it is passed
+// Param is a POJO that names the Java type of the parameter it is passed
 // as, when that differs from its own class (an implementation passed for an
 // interface): Descriptor uses JavaParamName. The shape of hessian.Param.
 type Param interface {
+	POJO
 	JavaParamName() string
 }
 

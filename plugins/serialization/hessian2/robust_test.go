@@ -14,7 +14,7 @@ import (
 func hostileCases(t testing.TB) []struct {
 	name, data, want string
 } {
-	obj := string(libEncode(t, &user{Name: "n"})) // forces the library path
+	obj := string(marshal(t, &user{Name: "n"})) // forces the library path
 	huge := "\x7f\xff\xff\xff"
 	deepList := strings.Repeat("\x79", 200000)
 	deepMap := strings.Repeat("H\x90", 200000)
