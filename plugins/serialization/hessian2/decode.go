@@ -124,8 +124,8 @@ func (d *Decoder) spend(n int64) error {
 	return nil
 }
 
-// Decode returns the next value, with the types the library would return (see
-// the package documentation), and io.EOF after the last. A 'Z' end marker at
+// Decode returns the next value, of the types the package documentation
+// lists, and io.EOF after the last. A 'Z' end marker at
 // the top level also reads as io.EOF, as it does with the library. Any other
 // error is final: later calls return it again.
 func (d *Decoder) Decode() (any, error) {
@@ -792,8 +792,8 @@ const (
 )
 
 // listKinds are the type names that the library resolves from its fixed
-// table (getListType), whatever the registry holds. Any other name may be a
-// registered POJO or collection, so the library decodes those.
+// table (getListType), whatever the registry holds. Any other name is a
+// registered class's list or []any (see typedList).
 var listKinds = map[string]listKind{
 	"string": listString, "java.lang.String": listString, "char": listString,
 	"short": listInt, "int": listInt,
@@ -809,15 +809,6 @@ var listKinds = map[string]listKind{
 	"[boolean": listBool,
 	"[object":  listObject, "[java.lang.Object": listObject,
 	"[date": listDate, "[java.util.Date": listDate,
-}
-
-// mapTypes are the 'M' types the library decodes as map[any]any: Java's
-// standard maps, which nobody registers as POJOs.
-var mapTypes = map[string]bool{
-	"java.util.HashMap": true, "java.util.LinkedHashMap": true, "java.util.TreeMap": true,
-	"java.util.Hashtable": true, "java.util.Properties": true, "java.util.WeakHashMap": true,
-	"java.util.IdentityHashMap": true, "java.util.concurrent.ConcurrentHashMap": true,
-	"java.util.concurrent.ConcurrentSkipListMap": true, "java.util.Map": true,
 }
 
 // addType records a type name the way the library's TypeRefs does.
@@ -951,8 +942,8 @@ func (d *Decoder) next(i, n int, variable bool) (bool, error) {
 }
 
 // typedElems decodes the elements of a typed list into []T; null elements are
-// T's zero value, any element of another type goes to the library (which
-// converts some).
+// T's zero value, an element of another type is converted as the library
+// converts it (an int into a long list) or is an error.
 func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error) {
 	size := int64(unsafe.Sizeof(*new(T)))
 	if err := d.spend(int64(n) * size); err != nil {
