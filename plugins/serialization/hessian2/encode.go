@@ -66,16 +66,16 @@ const (
 	refStruct
 )
 
+// refEntry is 16 bytes: the inline table is zeroed by every Marshal, so a
+// struct's type (see checkTyped) is kept aside, in refTable.types.
 type refEntry struct {
 	addr unsafe.Pointer
 	kind refKind
-	typ  reflect.Type // of a struct, see checkTyped
 }
 
 type refSlot struct {
 	kind  refKind
 	index int
-	typ   reflect.Type
 }
 
 // refTable mirrors hessian.Encoder's back-reference map for the values the
@@ -85,6 +85,9 @@ type refTable struct {
 	inline [8]refEntry
 	n      int
 	more   map[unsafe.Pointer]refSlot
+	// types are the struct types of the refStruct entries, by index:
+	// objects only, which the fast path never writes.
+	types map[int]reflect.Type
 }
 
 // check returns the index of the container at addr if it was written before
@@ -109,12 +112,18 @@ func (t *refTable) check(addr unsafe.Pointer, kind refKind) (int, bool) {
 
 func (t *refTable) add(addr unsafe.Pointer, kind refKind, typ reflect.Type) {
 	if t.n < len(t.inline) {
-		t.inline[t.n] = refEntry{addr, kind, typ}
+		t.inline[t.n] = refEntry{addr, kind}
 	} else {
 		if t.more == nil {
 			t.more = make(map[unsafe.Pointer]refSlot)
 		}
-		t.more[addr] = refSlot{kind, t.n, typ}
+		t.more[addr] = refSlot{kind, t.n}
+	}
+	if typ != nil {
+		if t.types == nil {
+			t.types = make(map[int]reflect.Type)
+		}
+		t.types[t.n] = typ
 	}
 	t.n++
 }
@@ -123,11 +132,10 @@ func (t *refTable) add(addr unsafe.Pointer, kind refKind, typ reflect.Type) {
 type encoder struct {
 	b    []byte
 	refs refTable
-	// classes are the class definitions written so far, with their fields.
-	classes     []string
-	classFields [][]string
-	depth       int
-	err         error
+	// classes are the class definitions written so far (objects only).
+	classes []classEnc
+	depth   int
+	err     error
 }
 
 // value appends v and reports whether it could; after false, err says why

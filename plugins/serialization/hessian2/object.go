@@ -109,17 +109,22 @@ func (e *encoder) pointer(p reflect.Value) bool {
 	return e.value(elem.Interface())
 }
 
+// classEnc is a class definition a Marshal call has written.
+type classEnc struct {
+	name   string
+	fields []string
+}
+
 // classIndex returns the index of class in this body's class definitions,
 // writing the definition first if it is new.
 func (e *encoder) classIndex(class string, names func() []string) int {
 	for i, c := range e.classes {
-		if c == class {
+		if c.name == class {
 			return i
 		}
 	}
 	fields := names()
-	e.classes = append(e.classes, class)
-	e.classFields = append(e.classFields, fields)
+	e.classes = append(e.classes, classEnc{class, fields})
 	e.b = classDefBytes(e.b, class, fields)
 	return len(e.classes) - 1
 }
@@ -202,7 +207,7 @@ func (e *encoder) classMap(m map[string]any) bool {
 		return names
 	})
 	e.objectHeader(idx)
-	names := e.classFields[idx]
+	names := e.classes[idx].fields
 	for _, n := range names {
 		if !e.value(m[n]) {
 			return false
@@ -443,11 +448,11 @@ func (t *refTable) checkTyped(addr unsafe.Pointer, kind refKind, typ reflect.Typ
 	}
 	for i := 0; i < t.n && i < len(t.inline); i++ {
 		if t.inline[i].addr == addr {
-			return i, t.inline[i].kind == kind && t.inline[i].typ == typ
+			return i, t.inline[i].kind == kind && t.types[i] == typ
 		}
 	}
 	if s, ok := t.more[addr]; ok {
-		return s.index, s.kind == kind && s.typ == typ
+		return s.index, s.kind == kind && t.types[s.index] == typ
 	}
 	t.add(addr, kind, typ)
 	return 0, false
