@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 export GOWORK=off
 # The core first, then the opt-in integrations, the CLI and the end-to-end
 # tests, which import them.
-MODULES=". registry-nacos registry-zookeeper apps/weft test tracing-otlp"
+MODULES=". plugins/serialization/hessian2/oracle registry-nacos registry-zookeeper apps/weft test tracing-otlp"
 for m in $MODULES; do
 	echo "== $m"
 	(cd "$m" && go vet ./... && go test -race -count=1 ./...)

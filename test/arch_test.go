@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -163,4 +164,67 @@ func TestGofmt(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCoreDependencies: the core module (the repository's root, which every
+// program using weft requires) does not pull in the registry client and
+// cloud SDK it once got through dubbo-go-hessian2 → gost (go 1.16, so its
+// requirements are not pruned) → nacos-sdk-go → Alibaba Cloud. They belong
+// to the opt-in modules (registry-nacos) and to the tests. The module graph
+// is the core's own go.mod's (GOWORK=off): what a program importing it gets.
+func TestCoreDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list on the module graph")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goCmd := func(args ...string) (string, error) {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := goCmd("list", "-m", "all")
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	forbidden := []string{
+		"github.com/nacos-group/nacos-sdk-go", "github.com/aliyun/", "github.com/alibabacloud-go/",
+		"github.com/dubbogo/gost", "github.com/apache/dubbo-go-hessian2",
+	}
+	// go mod why names the import path that needs a module; for one only in
+	// the graph (what gost drags in) it says the main module does not need
+	// it, so the requirement edges that bring it in are shown too.
+	graph, _ := goCmd("mod", "graph")
+	requiredBy := func(mod string) string {
+		var b strings.Builder
+		for edge := range strings.Lines(graph) {
+			if f := strings.Fields(edge); len(f) == 2 && strings.HasPrefix(f[1], mod+"@") {
+				b.WriteString("\t" + f[0] + " requires " + f[1] + "\n")
+			}
+		}
+		return b.String()
+	}
+	modules := 0
+	for line := range strings.Lines(out) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		modules++
+		mod := fields[0]
+		for _, f := range forbidden {
+			if strings.HasPrefix(mod, f) {
+				why, _ := goCmd("mod", "why", "-m", mod)
+				t.Errorf("the core module requires %s; go mod why -m says:\n%s\nrequired by:\n%s", mod, why, requiredBy(mod))
+				break
+			}
+		}
+	}
+	if modules < 2 {
+		t.Fatalf("go list -m all listed %d modules:\n%s", modules, out)
+	}
 }

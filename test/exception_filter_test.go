@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/dubbo-go-hessian2/java_exception"
-
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 )
 
 // ledger raises every kind of error a Go provider can raise.
@@ -22,7 +21,10 @@ func (ledger) Raise(kind string) (string, error) {
 	case "plain":
 		return "", errors.New("account locked")
 	case "jdk":
-		return "", java_exception.NewIllegalArgumentException("amount must be positive")
+		// An exception value of a JDK class (any Throwable: this
+		// package's UnknownException of the class, a registered POJO,
+		// dubbo-go's java_exception types).
+		return "", &hessian2.UnknownException{Class: "java.lang.IllegalArgumentException", DetailMessage: "amount must be positive"}
 	case "api":
 		return "", &kernel.Error{Code: kernel.CodeBiz, Class: "org.weft.ledger.api.InsufficientFunds", Msg: "balance 3, wanted 5"}
 	case "dubbo":

@@ -8,12 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	hessian "github.com/apache/dubbo-go-hessian2"
-	"github.com/apache/dubbo-go-hessian2/java_exception"
-
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -41,7 +39,7 @@ func (v *vault) Refuse(_ context.Context, classed bool) error {
 // made through $invoke and blocks it as it blocks a typed call. Before, it
 // saw "$invoke" and let every generic caller through. $invoke's arguments
 // are also accepted as Java's GenericService sends them: Object[] as a typed
-// list "[object" ([]hessian.Object once decoded).
+// list "[object" ([]hessian2.Object once decoded).
 func TestGenericCallsMeetFiltersAsTheRealCall(t *testing.T) {
 	noLeaks(t)
 	svc := &vault{}
@@ -87,7 +85,7 @@ consumer:
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := kernel.NewInvocation("$invoke", "echo", []string{"java.lang.String"}, []hessian.Object{"from java"})
+	inv := kernel.NewInvocation("$invoke", "echo", []string{"java.lang.String"}, []hessian2.Object{"from java"})
 	inv.ParamTypes = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;"
 	inv.SetAttachment("generic", "true")
 	res, err := iv.Invoke(ctx, inv)
@@ -124,7 +122,7 @@ consumer:
 		{false, "java.lang.Throwable", "no entry", "java.lang.Throwable: no entry"},
 	} {
 		_, err := gc.GenericInvoke(context.Background(), "refuse", []string{"boolean"}, []any{tc.classed})
-		var ge *java_exception.DubboGenericException
+		var ge *hessian2.GenericException
 		if !kernel.IsBiz(err) || !errors.As(err, &ge) {
 			t.Fatalf("classed=%v: %v (%T), want a GenericException", tc.classed, err, err)
 		}
@@ -134,7 +132,7 @@ consumer:
 	}
 	// The typed call: the error as it is.
 	_, err := gc.Invoke(context.Background(), "refuse", true)
-	var ge *java_exception.DubboGenericException
+	var ge *hessian2.GenericException
 	if !kernel.IsBiz(err) || errors.As(err, &ge) || err.Error() != "org.weft.VaultLockedException: vault locked" {
 		t.Fatalf("typed call: %v", err)
 	}

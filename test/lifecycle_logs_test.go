@@ -106,9 +106,12 @@ consumer: {references: {vault: {interface: org.weft.Vault}}}
 // format, a file appender; a bad value fails weft.New naming the key.
 func TestLoggerFromConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "weft.log")
+	// QoS on a free port: on its default (22222), taken by any other weft
+	// on the machine, it logs a warning of its own.
 	app, err := weft.New(weft.WithoutEnv(), weft.WithService("vault", &vault{}), weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 logger: {level: warn, format: json, appender: file, file: {name: %q}}
 protocols: {dubbo: {port: 0}}
+qos: {port: 0}
 provider: {services: {vault: {interface: org.weft.Vault}}}
 `, path))))
 	if err != nil {

@@ -19,10 +19,9 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/apache/dubbo-go-hessian2/java_exception"
-
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -110,8 +109,10 @@ func genericException(err error) error {
 	if !kernel.IsBiz(err) {
 		return err
 	}
-	var already *java_exception.DubboGenericException
-	if errors.As(err, &already) {
+	// One already (this package's, or dubbo-go's type, which has the
+	// same class) is not wrapped again.
+	var already hessian2.Throwable
+	if errors.As(err, &already) && already.JavaClassName() == genericExceptionClass {
 		return err
 	}
 	class, msg := "java.lang.Throwable", err.Error()
@@ -121,14 +122,18 @@ func genericException(err error) error {
 	} else if errors.As(err, &ke) && ke.Cause != nil {
 		msg = ke.Cause.Error()
 	}
-	ge := java_exception.NewDubboGenericException(class, msg)
+	ge := hessian2.NewGenericException(class, msg)
 	ge.DetailMessage = class + ": " + msg
 	return &kernel.Error{Code: kernel.CodeBiz, Class: ge.JavaClassName(), Msg: msg, Cause: ge}
 }
 
+// genericExceptionClass is Dubbo's GenericException, which the generic
+// filter raises.
+var genericExceptionClass = hessian2.NewGenericException("", "").JavaClassName()
+
 // asList reads $invoke's parameter types or arguments: a list in any of the
 // forms consumers send — untyped (dubbo-go, weft), Java's Object[] as a typed
-// list "[object" (decoded as []hessian.Object), String[], or any other typed
+// list "[object" (decoded as []hessian2.Object), String[], or any other typed
 // array.
 func asList(v any) ([]any, error) {
 	switch l := v.(type) {

@@ -286,12 +286,15 @@ func TestStatusDetails(t *testing.T) {
 // PINGs: the provider answers them, and the connection outlives a silence
 // of many heartbeats without reconnecting.
 func TestClientHeartbeatsArePings(t *testing.T) {
-	addr, _ := serve(t, map[string]string{"heartbeat": "60"})
-	iv := refer(t, addr, map[string]string{"heartbeat": "20"})
+	// The provider closes a connection silent for 3 heartbeats (750 ms);
+	// the consumer pings every 25 ms: a margin a busy machine's
+	// scheduling does not eat (60/20 ms did, once, under load).
+	addr, _ := serve(t, map[string]string{"heartbeat": "250"})
+	iv := refer(t, addr, map[string]string{"heartbeat": "25"})
 	if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("a"))); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // 8 of the provider's idle-close periods
+	time.Sleep(2 * time.Second) // 2.7 of the provider's idle-close periods
 	if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("b"))); err != nil {
 		t.Fatal(err)
 	}

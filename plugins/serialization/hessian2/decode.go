@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
 	"unsafe"
-
-	hessian "github.com/apache/dubbo-go-hessian2"
 )
 
 // MaxDepth is how deeply lists, maps and objects (and the class definitions
@@ -56,22 +55,27 @@ const (
 	costObject   = 48 // a decoded object's own header
 )
 
-// errUnsupported makes the fast decoder hand the value to the library. It
-// never reaches a caller.
-var errUnsupported = errors.New("hessian2: value needs the library decoder")
+// errUnsupported makes DecodeStringMap's direct path give the value to
+// Decode. It never reaches a caller.
+var errUnsupported = errors.New("hessian2: value needs the general decoder")
 
-// Decoder reads the values of one Hessian stream in order: itself for the fast
-// types, through the library from the first value that needs it on.
+// Decoder reads the values of one Hessian stream in order.
 type Decoder struct {
-	data  []byte
-	pos   int
-	n     int      // top-level values consumed so far
-	refs  int      // lists and maps so far: entries of the library's reference table
-	types []string // type names so far, in the library's type-reference order
-	slab  []string // backing store of boxed strings, see box
+	data []byte
+	pos  int
+	n    int // top-level values consumed so far
+	// The lists, maps and objects decoded so far, which a back reference
+	// ('Q') names by index: the first len(refInline) in refInline, the rest
+	// in refMore (see addRef). Not a slice of refInline: a Decoder pointing
+	// into itself escapes to the heap, one more allocation per body.
+	nrefs     int
+	refInline [4]any
+	refMore   []any
+	classes   []classDef // class definitions so far
+	types     []string   // type names so far, in the library's type-reference order
+	slab      []string   // backing store of boxed strings, see box
 	// intern, when set, shares short strings across bodies (see Interner).
 	intern *Interner
-	lib    *libDecoder
 	err    error
 	// budget is the Go memory decoding may still allocate (BudgetFor).
 	budget int64
@@ -120,16 +124,13 @@ func (d *Decoder) spend(n int64) error {
 	return nil
 }
 
-// Decode returns the next value, with the types the library would return (see
-// the package documentation), and io.EOF after the last. A 'Z' end marker at
+// Decode returns the next value, of the types the package documentation
+// lists, and io.EOF after the last. A 'Z' end marker at
 // the top level also reads as io.EOF, as it does with the library. Any other
 // error is final: later calls return it again.
 func (d *Decoder) Decode() (any, error) {
 	if d.err != nil {
 		return nil, d.err
-	}
-	if d.lib != nil {
-		return d.lib.decode()
 	}
 	if d.pos >= len(d.data) {
 		return nil, io.EOF
@@ -139,28 +140,13 @@ func (d *Decoder) Decode() (any, error) {
 		d.n++
 		return nil, io.EOF
 	}
-	start, refs, types := d.pos, d.refs, len(d.types)
 	v, err := d.value(0)
-	if err == nil {
-		d.n++
-		return v, nil
-	}
-	if err != errUnsupported {
-		d.err = err
-		return nil, err
-	}
-	// The library takes over. It can start at this value unless earlier ones
-	// defined references or type names that this one may use.
-	from, skip := start, 0
-	if refs > 0 || types > 0 {
-		from, skip = 0, d.n
-	}
-	d.lib, err = newLibDecoder(d.data, from, skip, d)
 	if err != nil {
 		d.err = err
 		return nil, err
 	}
-	return d.lib.decode()
+	d.n++
+	return v, nil
 }
 
 func errAt(off int, format string, args ...any) error {
@@ -171,7 +157,7 @@ func (d *Decoder) truncated(what string) error {
 	return errAt(d.pos, "data ends inside %s", what)
 }
 
-// value decodes the value at d.pos, or returns errUnsupported.
+// value decodes the value at d.pos.
 func (d *Decoder) value(depth int) (any, error) {
 	if d.pos >= len(d.data) {
 		return nil, d.truncated("a container: a value is missing")
@@ -227,8 +213,12 @@ func (d *Decoder) value(depth int) (any, error) {
 		return d.typedList(depth)
 	case tag == tagUMap || tag == tagMap:
 		return d.mapValue(depth)
-	case tag == tagClassDef || tag == tagObject || tag >= 0x60 && tag <= 0x6f || tag == tagRef:
-		return nil, errUnsupported
+	case tag == tagClassDef:
+		return d.classDef(depth)
+	case tag == tagObject || tag >= 0x60 && tag <= 0x6f:
+		return d.object(depth)
+	case tag == tagRef:
+		return d.backRef()
 	case tag == tagEnd:
 		return nil, errAt(d.pos, "unexpected end marker 'Z'")
 	}
@@ -736,8 +726,10 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 	}
 	tag := d.data[d.pos]
 	d.pos++
-	d.refs++
 	if tag == tagUListVar {
+		// The list is not made yet: a reference to it from inside reads
+		// as null.
+		slot := d.addRef(nil)
 		out := []any{}
 		for {
 			if d.pos >= len(d.data) {
@@ -745,7 +737,9 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 			}
 			if d.data[d.pos] == tagEnd {
 				d.pos++
-				return out, nil
+				var v any = out
+				d.setRef(slot, v)
+				return v, nil
 			}
 			if err := d.grow(len(out), cap(out), costSlot); err != nil {
 				return nil, err
@@ -772,12 +766,14 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 		return nil, err
 	}
 	out := make([]any, n)
+	var boxed any = out // the same list for a reference from inside it
+	d.addRef(boxed)
 	for i := range out {
 		if out[i], err = d.value(depth + 1); err != nil {
 			return nil, err
 		}
 	}
-	return out, nil
+	return boxed, nil
 }
 
 // listKind is a typed list the fast decoder builds itself.
@@ -792,11 +788,12 @@ const (
 	listBool
 	listObject
 	listDate
+	listOther // any other name: []any, or a registered class's []*T
 )
 
 // listKinds are the type names that the library resolves from its fixed
-// table (getListType), whatever the registry holds. Any other name may be a
-// registered POJO or collection, so the library decodes those.
+// table (getListType), whatever the registry holds. Any other name is a
+// registered class's list or []any (see typedList).
 var listKinds = map[string]listKind{
 	"string": listString, "java.lang.String": listString, "char": listString,
 	"short": listInt, "int": listInt,
@@ -812,15 +809,6 @@ var listKinds = map[string]listKind{
 	"[boolean": listBool,
 	"[object":  listObject, "[java.lang.Object": listObject,
 	"[date": listDate, "[java.util.Date": listDate,
-}
-
-// mapTypes are the 'M' types the library decodes as map[any]any: Java's
-// standard maps, which nobody registers as POJOs.
-var mapTypes = map[string]bool{
-	"java.util.HashMap": true, "java.util.LinkedHashMap": true, "java.util.TreeMap": true,
-	"java.util.Hashtable": true, "java.util.Properties": true, "java.util.WeakHashMap": true,
-	"java.util.IdentityHashMap": true, "java.util.concurrent.ConcurrentHashMap": true,
-	"java.util.concurrent.ConcurrentSkipListMap": true, "java.util.Map": true,
 }
 
 // addType records a type name the way the library's TypeRefs does.
@@ -847,9 +835,9 @@ func isStringTag(tag byte) bool {
 
 // listType reads a typed list's type: a name, or (as the library reads any
 // integer there) a reference to an earlier one.
-func (d *Decoder) listType() (listKind, error) {
+func (d *Decoder) listType() (listKind, string, error) {
 	if d.pos >= len(d.data) {
-		return listNone, d.truncated("a list type")
+		return listNone, "", d.truncated("a list type")
 	}
 	tag := d.data[d.pos]
 	var name string
@@ -857,36 +845,35 @@ func (d *Decoder) listType() (listKind, error) {
 	case isStringTag(tag):
 		s, err := d.str()
 		if err != nil {
-			return listNone, err
-		}
-		if listKinds[s] == listNone {
-			return listNone, errUnsupported
+			return listNone, "", err
 		}
 		d.addType(s)
-		return listKinds[s], nil
+		name = s
 	case tag >= 0x80 && tag <= 0xd7 || tag == tagInt:
 		i, err := d.int32(false)
 		if err != nil {
-			return listNone, err
+			return listNone, "", err
 		}
 		if name, err = d.typeRef(int64(i)); err != nil {
-			return listNone, err
+			return listNone, "", err
 		}
 	case tag >= 0xd8 || tag >= 0x38 && tag <= 0x3f || tag == tagLongInt || tag == tagLong:
 		v, err := d.int64()
 		if err != nil {
-			return listNone, err
+			return listNone, "", err
 		}
 		if name, err = d.typeRef(v.(int64)); err != nil {
-			return listNone, err
+			return listNone, "", err
 		}
+	case tag == tagNull:
+		d.pos++ // the library reads it as the empty name
 	default:
-		return listNone, errUnsupported
+		return listNone, "", errAt(d.pos, "invalid list type, tag 0x%02x", tag)
 	}
 	if k := listKinds[name]; k != listNone {
-		return k, nil
+		return k, name, nil
 	}
-	return listNone, errUnsupported
+	return listOther, name, nil
 }
 
 // typedList decodes x55 (to 'Z'), 'V' (int length) and x70-x77 lists.
@@ -896,7 +883,7 @@ func (d *Decoder) typedList(depth int) (any, error) {
 	}
 	tag := d.data[d.pos]
 	d.pos++
-	kind, err := d.listType()
+	kind, name, err := d.listType()
 	if err != nil {
 		return nil, err
 	}
@@ -912,7 +899,6 @@ func (d *Decoder) typedList(depth int) (any, error) {
 			return nil, err
 		}
 	}
-	d.refs++
 	switch kind {
 	case listString:
 		return d.stringList(n, variable, depth)
@@ -925,10 +911,18 @@ func (d *Decoder) typedList(depth int) (any, error) {
 	case listBool:
 		return typedElems[bool](d, n, variable, depth)
 	case listObject:
-		return typedElems[hessian.Object](d, n, variable, depth)
-	default:
+		return typedElems[Object](d, n, variable, depth)
+	case listDate:
 		return typedElems[time.Time](d, n, variable, depth)
 	}
+	// The library's rule (getListType): a leading '[' and a registered
+	// class is a slice of pointers to its type; any other name is []any.
+	if cls, ok := strings.CutPrefix(name, "["); ok && !strings.HasPrefix(cls, "[") {
+		if t := classType(cls); t != nil && t.Kind() == reflect.Struct {
+			return d.classList(reflect.PointerTo(t), n, variable, depth)
+		}
+	}
+	return typedElems[any](d, n, variable, depth)
 }
 
 // next reports whether a list has another element: always for a fixed one
@@ -948,21 +942,27 @@ func (d *Decoder) next(i, n int, variable bool) (bool, error) {
 }
 
 // typedElems decodes the elements of a typed list into []T; null elements are
-// T's zero value, any element of another type goes to the library (which
-// converts some).
+// T's zero value, an element of another type is converted as the library
+// converts it (an int into a long list) or is an error.
 func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error) {
 	size := int64(unsafe.Sizeof(*new(T)))
 	if err := d.spend(int64(n) * size); err != nil {
 		return nil, err
 	}
 	out := make([]T, n)
+	var boxed any = out
+	slot := d.addRef(boxed)
 	for i := 0; ; i++ {
 		more, err := d.next(i, n, variable)
 		if err != nil {
 			return nil, err
 		}
 		if !more {
-			return out, nil
+			if variable {
+				boxed = out
+				d.setRef(slot, boxed)
+			}
+			return boxed, nil
 		}
 		v, err := d.value(depth + 1)
 		if err != nil {
@@ -972,9 +972,14 @@ func typedElems[T any](d *Decoder, n int, variable bool, depth int) (any, error)
 		if v != nil {
 			t, ok := v.(T)
 			if !ok {
-				return nil, errUnsupported
+				// Converted as the library converts (an int into a
+				// long list), or an error.
+				if err := d.assign(reflect.ValueOf(&x).Elem(), v, depth+1); err != nil {
+					return nil, err
+				}
+			} else {
+				x = t
 			}
-			x = t
 		}
 		if variable {
 			if err := d.grow(len(out), cap(out), size); err != nil {
@@ -993,13 +998,19 @@ func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
 		return nil, err
 	}
 	out := make([]string, n)
+	var boxed any = out
+	slot := d.addRef(boxed)
 	for i := 0; ; i++ {
 		more, err := d.next(i, n, variable)
 		if err != nil {
 			return nil, err
 		}
 		if !more {
-			return out, nil
+			if variable {
+				boxed = out
+				d.setRef(slot, boxed)
+			}
+			return boxed, nil
 		}
 		var s string
 		switch tag := d.data[d.pos]; {
@@ -1010,7 +1021,17 @@ func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
 		case tag == tagNull:
 			d.pos++
 		default:
-			return nil, errUnsupported
+			at := d.pos
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			var ok bool
+			if s, ok = v.(string); !ok {
+				// The library sets elements through reflection,
+				// which takes only strings here.
+				return nil, errAt(at, "element of type %T in a string list", v)
+			}
 		}
 		if variable {
 			if err := d.grow(len(out), cap(out), costSlot); err != nil {
@@ -1024,31 +1045,26 @@ func (d *Decoder) stringList(n int, variable bool, depth int) (any, error) {
 }
 
 // mapType reads an 'M' map's type: a name, or an int (or null, read as 0)
-// referring to an earlier one.
+// referring to an earlier one. Whatever the type, the map decodes into
+// map[any]any: Java's maps are the maps 'M' carries in practice.
 func (d *Decoder) mapType() error {
 	if d.pos >= len(d.data) {
 		return d.truncated("a map type")
 	}
-	var name string
 	if isStringTag(d.data[d.pos]) {
 		s, err := d.str()
 		if err != nil {
 			return err
-		}
-		if !mapTypes[s] {
-			return errUnsupported
 		}
 		d.addType(s)
 		return nil
 	}
 	i, err := d.int32(true)
 	if err != nil {
-		return errUnsupported // the library reports it
+		return err
 	}
-	if name, err = d.typeRef(int64(i)); err != nil || !mapTypes[name] {
-		return errUnsupported
-	}
-	return nil
+	_, err = d.typeRef(int64(i))
+	return err
 }
 
 // mapValue decodes 'H' and 'M' maps into map[any]any.
@@ -1063,8 +1079,8 @@ func (d *Decoder) mapValue(depth int) (any, error) {
 			return nil, err
 		}
 	}
-	d.refs++
 	m := make(map[any]any)
+	d.addRef(m)
 	for {
 		if d.pos >= len(d.data) {
 			return nil, d.truncated("a map")
@@ -1109,9 +1125,11 @@ func (d *Decoder) mapValue(depth int) (any, error) {
 // hashable tells the decoded values that can be map keys.
 func hashable(k any) bool {
 	switch k.(type) {
+	case nil, string, int32, int64, bool, float64, time.Time:
+		return true
 	case []any, []string, []byte, []int32, []int64, []float64, []bool,
-		[]hessian.Object, []time.Time, map[any]any:
+		[]Object, []time.Time, map[any]any, map[string]any:
 		return false
 	}
-	return true
+	return reflect.TypeOf(k).Comparable()
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	hessian "github.com/apache/dubbo-go-hessian2"
-
 	"github.com/weftrpc/weft/kernel/view"
 )
 
@@ -28,7 +26,7 @@ import (
 //   - named types of a basic kind get their kind's descriptor (dubbo-go gives
 //     up; note the library itself cannot encode most of them).
 //
-// As in dubbo-go: hessian.Param's JavaParamName and hessian.POJO's
+// As in dubbo-go: Param's JavaParamName and POJO's
 // JavaClassName name their types, pointers to integers, floats, booleans and
 // strings are the boxed types (Ljava/lang/Integer; for *int32), other structs
 // are Ljava/lang/Object;, maps Ljava/util/Map;, and other slices
@@ -81,7 +79,7 @@ func argDescriptor(v any) string {
 		return "[F"
 	case []float64:
 		return "[D"
-	case []hessian.Object:
+	case []Object:
 		return "[Ljava/lang/Object;"
 	case []time.Time:
 		return "[Ljava/util/Date;"
@@ -105,9 +103,9 @@ func argDescriptor(v any) string {
 		return "Ljava/lang/Float;"
 	case *float64:
 		return "Ljava/lang/Double;"
-	case hessian.Param:
+	case Param:
 		return TypeDescriptor(x.JavaParamName())
-	case hessian.POJO:
+	case POJO:
 		return TypeDescriptor(x.JavaClassName())
 	}
 	t := reflect.TypeOf(v)
@@ -136,10 +134,13 @@ func argDescriptor(v any) string {
 	case reflect.Map:
 		return "Ljava/util/Map;"
 	case reflect.Slice, reflect.Array:
+		if n, ok := listTypeName(t); ok && strings.HasSuffix(n, "[object") && !strings.HasPrefix(n, "[[") {
+			return "[Ljava/lang/Object;" // dubbo-go's []hessian.Object, encoded as Object[]
+		}
 		return "Ljava/util/List;"
 	case reflect.Struct:
 		// A POJO passed by value whose JavaClassName has a pointer receiver.
-		if p, ok := reflect.New(t).Interface().(hessian.POJO); ok {
+		if p, ok := reflect.New(t).Interface().(POJO); ok {
 			return TypeDescriptor(p.JavaClassName())
 		}
 	}

@@ -4,9 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	hessian "github.com/apache/dubbo-go-hessian2"
-	"github.com/apache/dubbo-go-hessian2/java_exception"
 )
 
 type param struct{}
@@ -37,13 +34,13 @@ func TestDescriptor(t *testing.T) {
 		{[]byte{1}, "[B"}, {[]string{"a"}, "[Ljava/lang/String;"},
 		{[]int32{1}, "[I"}, {[]int64{1}, "[J"}, {[]int{1}, "[J"}, {[]float64{1}, "[D"},
 		{[]float32{1}, "[F"}, {[]bool{true}, "[Z"}, {[]int16{1}, "[S"}, {[]uint16{1}, "[C"},
-		{[]hessian.Object{1}, "[Ljava/lang/Object;"}, {[]time.Time{}, "[Ljava/util/Date;"},
+		{[]Object{1}, "[Ljava/lang/Object;"}, {[]time.Time{}, "[Ljava/util/Date;"},
 		{[]any{1}, "Ljava/util/List;"}, {[][]string{}, "Ljava/util/List;"}, {[]*user{}, "Ljava/util/List;"},
 		{map[string]any{}, "Ljava/util/Map;"}, {map[any]any{}, "Ljava/util/Map;"}, {map[int32]string{}, "Ljava/util/Map;"},
 		{&user{}, "Lorg/weft/test/User;"}, {user{}, "Lorg/weft/test/User;"},
 		{ptrPOJO{}, "Lorg/weft/test/Ptr;"}, {&ptrPOJO{}, "Lorg/weft/test/Ptr;"},
 		{param{}, "Lorg/weft/test/Iface;"},
-		{java_exception.NewThrowable("x"), "Ljava/lang/Throwable;"},
+		{side.Throwable("x"), "Ljava/lang/Throwable;"}, {NewGenericException("a", "b"), "Lcom/alibaba/dubbo/rpc/service/GenericException;"},
 		{color(1), "Lorg/weft/test/Color;"},
 		{plain{}, "Ljava/lang/Object;"}, {&plain{}, "Ljava/lang/Object;"},
 		{&i32, "Ljava/lang/Integer;"}, {&i64, "Ljava/lang/Long;"}, {&f64, "Ljava/lang/Double;"},

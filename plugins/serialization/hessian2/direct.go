@@ -53,7 +53,7 @@ func (e *encoder) scalar(k string, v any) bool {
 
 // DecodeString reads the next value as a string; null reads as "".
 func (d *Decoder) DecodeString() (string, error) {
-	if d.err == nil && d.lib == nil && d.pos < len(d.data) && isStringTag(d.data[d.pos]) {
+	if d.err == nil && d.pos < len(d.data) && isStringTag(d.data[d.pos]) {
 		s, err := d.str()
 		if err != nil {
 			d.err = err
@@ -80,8 +80,8 @@ func (d *Decoder) DecodeString() (string, error) {
 // null, and an empty untyped map, read as a nil map; io.EOF at the end of
 // the data.
 func (d *Decoder) DecodeStringMap() (map[string]any, error) {
-	if d.err == nil && d.lib == nil && d.pos < len(d.data) && d.data[d.pos] == tagUMap {
-		start, refs, types := d.pos, d.refs, len(d.types)
+	if d.err == nil && d.pos < len(d.data) && d.data[d.pos] == tagUMap {
+		start, refs, classes, types := d.pos, d.nrefs, len(d.classes), len(d.types)
 		m, err := d.stringMap()
 		if err == nil {
 			d.n++
@@ -91,7 +91,8 @@ func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 			d.err = err
 			return nil, err
 		}
-		d.pos, d.refs, d.types = start, refs, d.types[:types]
+		d.pos, d.classes, d.types = start, d.classes[:classes], d.types[:types]
+		d.truncRefs(refs)
 	}
 	v, err := d.Decode()
 	if err != nil {
@@ -119,7 +120,7 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 		return nil, err
 	}
 	d.pos++
-	d.refs++
+	slot := d.addRef(nil)
 	var m map[string]any // made at the first entry: an empty map reads as nil, for free
 	for {
 		if d.pos >= len(d.data) {
@@ -128,6 +129,9 @@ func (d *Decoder) stringMap() (map[string]any, error) {
 		tag := d.data[d.pos]
 		if tag == tagEnd {
 			d.pos++
+			if m != nil {
+				d.setRef(slot, m)
+			}
 			return m, nil
 		}
 		if m == nil {

@@ -63,8 +63,11 @@ type refKind uint8
 const (
 	refSlice refKind = iota + 1
 	refMap
+	refStruct
 )
 
+// refEntry is 16 bytes: the inline table is zeroed by every Marshal, so a
+// struct's type (see checkTyped) is kept aside, in refTable.types.
 type refEntry struct {
 	addr unsafe.Pointer
 	kind refKind
@@ -82,6 +85,9 @@ type refTable struct {
 	inline [8]refEntry
 	n      int
 	more   map[unsafe.Pointer]refSlot
+	// types are the struct types of the refStruct entries, by index:
+	// objects only, which the fast path never writes.
+	types map[int]reflect.Type
 }
 
 // check returns the index of the container at addr if it was written before
@@ -100,6 +106,11 @@ func (t *refTable) check(addr unsafe.Pointer, kind refKind) (int, bool) {
 			return s.index, s.kind == kind
 		}
 	}
+	t.add(addr, kind, nil)
+	return 0, false
+}
+
+func (t *refTable) add(addr unsafe.Pointer, kind refKind, typ reflect.Type) {
 	if t.n < len(t.inline) {
 		t.inline[t.n] = refEntry{addr, kind}
 	} else {
@@ -108,19 +119,28 @@ func (t *refTable) check(addr unsafe.Pointer, kind refKind) (int, bool) {
 		}
 		t.more[addr] = refSlot{kind, t.n}
 	}
+	if typ != nil {
+		if t.types == nil {
+			t.types = make(map[int]reflect.Type)
+		}
+		t.types[t.n] = typ
+	}
 	t.n++
-	return 0, false
 }
 
-// encoder is the fast path's state for one Marshal call.
+// encoder is the state of one Marshal call.
 type encoder struct {
 	b    []byte
 	refs refTable
+	// classes are the class definitions written so far (objects only).
+	classes []classEnc
+	depth   int
+	err     error
 }
 
-// value appends v and reports whether v was a fast type all the way down.
-// After false, the bytes appended are garbage and the caller starts over with
-// the library.
+// value appends v and reports whether it could; after false, err says why
+// and the bytes appended are garbage. The fast types are handled inline, the
+// rest by other.
 func (e *encoder) value(v any) bool {
 	switch x := v.(type) {
 	case nil:
@@ -158,13 +178,7 @@ func (e *encoder) value(v any) bool {
 	case map[any]any:
 		return e.mapAnyAny(x)
 	case time.Time:
-		if x == (time.Time{}) {
-			e.b = append(e.b, tagNull)
-		} else {
-			ms := x.UnixMilli()
-			e.b = append(e.b, tagDate, byte(ms>>56), byte(ms>>48), byte(ms>>40), byte(ms>>32),
-				byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms))
-		}
+		e.b = appendDate(e.b, x)
 	case int8:
 		e.b = appendInt(e.b, int32(x))
 	case int16:
@@ -182,7 +196,7 @@ func (e *encoder) value(v any) bool {
 	case float32:
 		e.b = appendFloat32(e.b, x)
 	default:
-		return false
+		return e.other(v)
 	}
 	return true
 }
@@ -239,7 +253,7 @@ func sortedKeys[V any](dst []string, m map[string]V) []string {
 
 func (e *encoder) mapStringAny(m map[string]any) bool {
 	if _, ok := m[classKey]; ok {
-		return false // the library writes it as an object of that class
+		return e.classMap(m) // the library writes it as an object of that class
 	}
 	if e.ref(mapAddr(m), refMap) {
 		return true
@@ -285,7 +299,7 @@ func (e *encoder) mapAnyAny(m map[any]any) bool {
 	for k := range m {
 		s, ok := k.(string)
 		if !ok {
-			return false
+			return e.anyMap(m)
 		}
 		keys = append(keys, s)
 	}

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"reflect"
 
-	hessian "github.com/apache/dubbo-go-hessian2"
-	"github.com/apache/dubbo-go-hessian2/java_exception"
-
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
 )
@@ -15,14 +12,15 @@ import (
 // body for err, so that a Java consumer rethrows an exception and a dubbo-go
 // one gets an error:
 //
-//   - a java_exception.Throwabler found in err's chain, as it is (what
-//     dubbo-go does), so Go code can raise any Java exception type the library
-//     models;
+//   - a Throwable found in err's chain (this package's exception types, a
+//     registered POJO of an exception class, dubbo-go's java_exception
+//     types), as it is (what dubbo-go does), so Go code can raise any Java
+//     exception type it models;
 //   - for a business error (kernel.CodeBiz) that names a Java class, an
-//     exception of that class carrying the message: the fields of
-//     java.lang.Throwable, under the library's "_class" map form, so it works
-//     for classes the library does not know (Java consumers that know the
-//     class rethrow it as such);
+//     exception of that class carrying the message: an UnknownException,
+//     which writes java.lang.Throwable's fields under that class, so it
+//     works for any class (Java consumers that know the class rethrow it as
+//     such);
 //   - anything else as java.lang.Throwable with err's message (what dubbo-go
 //     does for a plain error).
 func ExceptionValue(err error) any {
@@ -31,13 +29,10 @@ func ExceptionValue(err error) any {
 	}
 	var ke *kernel.Error
 	isClassed := errors.As(err, &ke) && ke.Code == kernel.CodeBiz && ke.Class != ""
-	var t java_exception.Throwabler
-	if errors.As(err, &t) && !isNil(t) {
-		if u, ok := t.(*hessian.UnknownException); ok {
-			// The library writes it as whichever unknown class it decoded
-			// last, so it is rebuilt from its class and message.
-			return classedException(u.JavaClassName(), u.DetailMessage)
-		}
+	var t Throwable
+	// A Throwable without a class (dubbo-go's UnknownException loses it)
+	// cannot be written as itself.
+	if errors.As(err, &t) && !isNil(t) && t.JavaClassName() != "" {
 		if !isClassed || t.JavaClassName() == ke.Class {
 			return t
 		}
@@ -49,50 +44,46 @@ func ExceptionValue(err error) any {
 		}
 		return classedException(ke.Class, msg)
 	}
-	return java_exception.NewThrowable(err.Error())
+	return classedException(throwableClass, err.Error())
 }
 
-// classedException is an exception of any class as the library writes maps
-// with a "_class" key: an object of that class, here with Throwable's fields.
-func classedException(class, msg string) any {
-	if class == "" {
-		return java_exception.NewThrowable(msg)
-	}
-	return map[string]any{
-		classKey:               class,
-		"serialVersionUID":     int64(0),
-		"detailMessage":        msg,
-		"stackTrace":           []java_exception.StackTraceElement{},
-		"suppressedExceptions": nil,
-		"cause":                nil,
-	}
+// classedException is an exception of any class with Throwable's fields.
+func classedException(class, msg string) *UnknownException {
+	return &UnknownException{Class: class, DetailMessage: msg, StackTrace: []StackTraceElement{}}
 }
 
 // ExceptionError turns the decoded body of a RESPONSE_WITH_EXCEPTION into the
 // business error the consumer returns: a *kernel.Error with CodeBiz, the Java
 // class in Class and the exception's message, unprefixed, in Msg. A
-// Throwabler stays reachable as the Cause. It accepts the library's exception
-// types, the maps it decodes objects of unknown classes into, and a plain
-// string (what some peers send).
+// Throwable stays reachable as the Cause. It accepts this package's
+// exception types, registered exception POJOs, the maps objects of unknown
+// classes decode into, and a plain string (what some peers send).
 func ExceptionError(v any) error {
 	e := &kernel.Error{Code: kernel.CodeBiz}
 	switch x := v.(type) {
 	case nil:
 		e.Msg = "exception response without an exception"
-	case *java_exception.DubboGenericException:
+	case *GenericException:
 		if x == nil {
 			e.Msg = "exception response without an exception"
 			break
 		}
 		e.Class, e.Msg, e.Cause = genericClass(x), genericMessage(x), x
-	case java_exception.DubboGenericException:
-		e.Class, e.Msg, e.Cause = genericClass(&x), genericMessage(&x), x
-	case java_exception.Throwabler:
+	case Throwable:
 		if isNil(x) {
 			e.Msg = "exception response without an exception"
 			break
 		}
 		e.Class, e.Msg, e.Cause = x.JavaClassName(), detailMessage(x), x
+		if e.Class == genericExceptionClass {
+			// Another GenericException type (dubbo-go's): the same fields.
+			if c := stringField(x, "ExceptionClass"); c != "" {
+				e.Class = c
+			}
+			if m := stringField(x, "ExceptionMessage"); m != "" {
+				e.Msg = m
+			}
+		}
 	case map[string]any:
 		e.Class, e.Msg = mapException(func(k string) any { return x[k] })
 	case map[any]any:
@@ -111,14 +102,14 @@ func ExceptionError(v any) error {
 
 // genericClass reads Dubbo's GenericException, which wraps the original
 // exception's class and message for consumers without that class.
-func genericClass(x *java_exception.DubboGenericException) string {
+func genericClass(x *GenericException) string {
 	if x.ExceptionClass != "" {
 		return x.ExceptionClass
 	}
 	return x.JavaClassName()
 }
 
-func genericMessage(x *java_exception.DubboGenericException) string {
+func genericMessage(x *GenericException) string {
 	if x.ExceptionMessage != "" {
 		return x.ExceptionMessage
 	}
@@ -135,19 +126,33 @@ func mapException(get func(string) any) (class, msg string) {
 	return class, ""
 }
 
-// detailMessage is the Java message of t. The library's exception types all
-// keep it in DetailMessage; Error() may decorate it (UnknownException's does).
-func detailMessage(t java_exception.Throwabler) string {
-	rv := reflect.ValueOf(t)
+// detailMessage is the Java message of t. Exception types keep it in
+// DetailMessage (this package's, dubbo-go's, Throwable-shaped POJOs);
+// Error() may decorate it (UnknownException's does).
+func detailMessage(t Throwable) string {
+	if s, ok := stringFieldOK(t, "DetailMessage"); ok {
+		return s
+	}
+	return t.Error()
+}
+
+func stringField(v any, name string) string {
+	s, _ := stringFieldOK(v, name)
+	return s
+}
+
+// stringFieldOK reads a string field of a struct or pointer to one.
+func stringFieldOK(v any, name string) (string, bool) {
+	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
 	}
 	if rv.Kind() == reflect.Struct {
-		if f := rv.FieldByName("DetailMessage"); f.IsValid() && f.Kind() == reflect.String {
-			return f.String()
+		if f := rv.FieldByName(name); f.IsValid() && f.Kind() == reflect.String {
+			return f.String(), true
 		}
 	}
-	return t.Error()
+	return "", false
 }
 
 // isNil tells a nil pointer in an interface, whose value-receiver methods

@@ -5,13 +5,14 @@ import (
 	"testing"
 )
 
-// FuzzDecode: no input makes decoding panic or run away; data the fast path
-// decodes all by itself decodes the same with the library; whatever decodes
-// can be marshalled again. Seeds are in testdata/fuzz/FuzzDecode.
+// FuzzDecode: no input makes decoding panic or run away, and whatever decodes
+// can be marshalled again. Seeds are in testdata/fuzz/FuzzDecode. (The
+// oracle module's FuzzDecode also decodes with dubbo-go-hessian2 and
+// compares.)
 //
 //	go test -run '^$' -fuzz FuzzDecode -fuzztime 60s ./plugins/serialization/hessian2/
 func FuzzDecode(f *testing.F) {
-	f.Add(libEncode(f, benchBody()...))
+	f.Add(marshal(f, benchBody()...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := NewDecoder(data)
 		var vals []any
@@ -22,14 +23,9 @@ func FuzzDecode(f *testing.F) {
 			}
 			vals = append(vals, v)
 		}
-		if d.lib == nil && d.err == nil {
-			want, err := libDecodeAll(data)
-			if err != nil {
-				t.Fatalf("fast path decoded % x, the library fails: %v", data, err)
-			}
-			if dd := diff(vals, want); dd != "" {
-				t.Fatalf("% x: fast vs library: %s", data, dd)
-			}
+		if d.err != nil && len(d.err.Error()) > 1000 {
+			// Errors are bounded: they never echo decoded data whole.
+			t.Fatalf("error of %d bytes", len(d.err.Error()))
 		}
 		_, _ = New().Marshal(nil, vals...)
 	})

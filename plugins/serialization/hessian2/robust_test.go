@@ -14,7 +14,7 @@ import (
 func hostileCases(t testing.TB) []struct {
 	name, data, want string
 } {
-	obj := string(libEncode(t, &user{Name: "n"})) // forces the library path
+	obj := string(marshal(t, &user{Name: "n"})) // forces the library path
 	huge := "\x7f\xff\xff\xff"
 	deepList := strings.Repeat("\x79", 200000)
 	deepMap := strings.Repeat("H\x90", 200000)
@@ -52,12 +52,8 @@ func hostileCases(t testing.TB) []struct {
 		{"library: unterminated map", obj + "H\x01k\x01v", "data ends inside a map"},
 		{"unterminated list", "\x57\x01a", "data ends inside a list"},
 		{"unhashable key", "H\x79\x01a\x01bZ", "map key of type []interface {}"},
-		{"library: unhashable key", obj + "H\x79\x01a\x01bZ", "hash of unhashable type"},
+		{"unhashable key after an object", obj + "H\x79\x01a\x01bZ", "map key of type []interface {}"},
 		{"null key in typed map", "M\x11java.util.HashMapN\x01vZ", "null key"},
-		{"library: list typed as a map", "M\x11java.util.HashMapZ\x71\x90N", "panic"},
-		// Map entries cost memory before they cost time (see
-		// TestQuadraticReferences for the time bound alone).
-		{"library: quadratic references", obj + quadratic.String(), "decoding needs more than"},
 		{"invalid tag", "\x40", "invalid tag 0x40"},
 		{"end marker in a list", "\x79Z", "unexpected end marker"},
 		{"bad lead byte", "\x01\xff", "bad UTF-8 lead byte"},
@@ -96,8 +92,9 @@ func TestHostileInput(t *testing.T) {
 	}
 }
 
-// TestQuadraticReferences: with memory to spare, the library's quadratic
-// reference bookkeeping is still bounded in time.
+// TestQuadraticReferences: the shape that the library's reference
+// bookkeeping takes hours over (many lists in a map), after an object,
+// decodes in linear time.
 func TestQuadraticReferences(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("H")
@@ -107,9 +104,8 @@ func TestQuadraticReferences(t *testing.T) {
 	b.WriteString("Z")
 	data := []byte("C\x0bcom.Example\x90\x60" + b.String())
 	start := time.Now()
-	_, err := walk(data, 0, 1<<40, len(data), 1)
-	if err == nil || !strings.Contains(err.Error(), "too many lists") {
-		t.Fatalf("walk: %v", err)
+	if _, _, err := decodeAll(data); err != nil {
+		t.Fatal(err)
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %v", time.Since(start))
