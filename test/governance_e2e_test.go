@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,33 +73,11 @@ consumer: {references: {node: {interface: org.weft.Node, retries: 2, params: {du
 		}
 	}
 
-	// Load: one caller without pause, failures counted.
-	var failed, calls atomic.Int64
-	var lastErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			calls.Add(1)
-			if _, err := c.Who(context.Background(), "x"); err != nil {
-				failed.Add(1)
-				lastErr.Store(err.Error())
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	// Load: one caller, failures counted.
+	ld := startLoad(1, time.Millisecond, func() error { _, err := c.Who(context.Background(), "x"); return err })
 	defer func() {
-		close(stop)
-		wg.Wait()
-		if n := failed.Load(); n > 0 {
-			t.Errorf("%d of %d calls failed while rules changed; last: %v", n, calls.Load(), lastErr.Load())
+		if calls, failed, last := ld.stop(); failed > 0 {
+			t.Errorf("%d of %d calls failed while rules changed; last: %v", failed, calls, last)
 		}
 	}()
 	// onlyTo waits (at most 5 s) until new calls reach only want's node.

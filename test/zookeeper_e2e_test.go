@@ -7,8 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,29 +100,8 @@ consumer: {references: {node: {interface: org.weft.Node, retries: 2, timeout: 20
 		t.Fatal("the consumer did not reach both providers")
 	}
 
-	var failed, calls atomic.Int64
-	var lastErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				calls.Add(1)
-				if _, err := c.Who(context.Background(), "x"); err != nil {
-					failed.Add(1)
-					lastErr.Store(err.Error())
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
+	ld := startLoad(4, time.Millisecond, func() error { _, err := c.Who(context.Background(), "x"); return err })
+	defer ld.stop()
 	// Two restarts, the first one longer than a heartbeat.
 	zk("stop")
 	time.Sleep(2 * time.Second)
@@ -151,10 +128,8 @@ consumer: {references: {node: {interface: org.weft.Node, retries: 2, timeout: 20
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d calls failed while ZooKeeper restarted; last: %v", n, calls.Load(), lastErr.Load())
+	if calls, failed, last := ld.stop(); failed > 0 {
+		t.Errorf("%d of %d calls failed while ZooKeeper restarted; last: %v", failed, calls, last)
 	}
 	// A provider started now is found by the running consumer.
 	startRegistryChild(t, address, "c")
