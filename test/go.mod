@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/weftrpc/weft => ../
 	github.com/weftrpc/weft/registry-nacos => ../registry-nacos
+	github.com/weftrpc/weft/registry-zookeeper => ../registry-zookeeper
 )
 
 require (
@@ -13,6 +14,7 @@ require (
 	github.com/prometheus/common v0.74.0
 	github.com/weftrpc/weft v0.0.0-00010101000000-000000000000
 	github.com/weftrpc/weft/registry-nacos v0.0.0-00010101000000-000000000000
+	github.com/weftrpc/weft/registry-zookeeper v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -52,6 +54,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/golang/mock v1.6.0 // indirect
 	github.com/golang/protobuf v1.5.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
