@@ -1,8 +1,9 @@
 package zookeeper
 
 // The fx glue of the integration, kept to this file: the rest of the
-// package is a plain extension.RegistryFactory and
-// extension.DynamicConfigurationFactory that know nothing of the App.
+// package is a plain extension.RegistryFactory,
+// extension.ServiceDiscoveryFactory and extension.DynamicConfigurationFactory
+// that know nothing of the App.
 
 import (
 	"log/slog"
@@ -13,8 +14,9 @@ import (
 	"github.com/weftrpc/weft/extension"
 )
 
-// Plugin adds ZooKeeper to an App, as the registry and the config center
-// named "zookeeper", both logging to the App's logger:
+// Plugin adds ZooKeeper to an App, as the registry (interface level and,
+// through DiscoveryFactory, application level) and the config center
+// named "zookeeper", all logging to the App's logger:
 //
 //	app, err := weft.New(weft.WithPlugins(zookeeper.Plugin()), ...)
 //
@@ -25,6 +27,11 @@ func Plugin() fx.Option {
 		weft.Plugin[extension.RegistryFactory](func(log *slog.Logger) weft.Extension[extension.RegistryFactory] {
 			return weft.Extension[extension.RegistryFactory]{Name: Name, New: func() (extension.RegistryFactory, error) {
 				return Factory{Log: log}, nil
+			}}
+		}),
+		weft.Plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) weft.Extension[extension.ServiceDiscoveryFactory] {
+			return weft.Extension[extension.ServiceDiscoveryFactory]{Name: Name, New: func() (extension.ServiceDiscoveryFactory, error) {
+				return DiscoveryFactory{Log: log}, nil
 			}}
 		}),
 		weft.Plugin[extension.DynamicConfigurationFactory](func(log *slog.Logger) weft.Extension[extension.DynamicConfigurationFactory] {

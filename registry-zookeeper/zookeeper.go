@@ -26,6 +26,12 @@
 // forgotten the watches: the registry creates every registration again and
 // every watch re-arms and delivers the list it reads, on the new session.
 //
+// DiscoveryFactory (same name) is application-level service discovery in
+// Dubbo's Curator layout: instances as ephemeral nodes
+// /services/<app>/<host:port> holding Curator's ServiceInstance JSON, and
+// the interface → application mapping as /<group>/mapping/<interface>
+// (see discovery.go).
+//
 // The package is also weft's ZooKeeper config center (ConfigFactory,
 // ConfigCenter, under the same name), in Dubbo's ZookeeperDynamicConfiguration
 // layout: a document is the data of /dubbo/config/<group>/<key>.

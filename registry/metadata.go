@@ -73,9 +73,16 @@ const (
 // revision: the application's services (Java's
 // org.apache.dubbo.metadata.MetadataInfo, the same fields by the same
 // names, so Java and dubbo-go read it and weft reads theirs).
+//
+// The fields are dubbo-go's, in dubbo-go's order, tag included (Java has
+// no tag and skips it): the hessian2 library keeps one class definition
+// per Java class name for the whole process, so in a process that also
+// links dubbo-go (which registers its own MetadataInfo) weft's values are
+// written under dubbo-go's field list, and must line up with it.
 type MetadataInfo struct {
 	App      string                  `hessian:"app"`
 	Revision string                  `hessian:"revision"`
+	Tag      string                  `hessian:"tag"`
 	Services map[string]*ServiceInfo `hessian:"services"`
 }
 
@@ -84,7 +91,8 @@ func (*MetadataInfo) JavaClassName() string { return "org.apache.dubbo.metadata.
 
 // ServiceInfo is one service of a MetadataInfo (Java's
 // MetadataInfo$ServiceInfo): its key and the parameters a consumer puts on
-// the provider URL it builds.
+// the provider URL it builds. The fields are Java's and dubbo-go's, in
+// their order (see MetadataInfo).
 type ServiceInfo struct {
 	Name     string            `hessian:"name"`
 	Group    string            `hessian:"group"`

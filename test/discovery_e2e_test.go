@@ -17,6 +17,17 @@ import (
 // consumers with each step call it, or are told there is no provider.
 func TestDiscoveryModesAndMigrationSteps(t *testing.T) {
 	noLeaks(t)
+	discoveryModes(t, embeddedRegistry)
+}
+
+// embeddedRegistry is a registry address of the test's own (the embedded
+// registry in a temporary folder).
+func embeddedRegistry(t *testing.T) string { return "embedded://" + t.TempDir() + "?heartbeat=200" }
+
+// discoveryModes runs the register mode × migration step matrix on the
+// registries reg gives (one per mode), with the App options opts (a
+// registry plugin).
+func discoveryModes(t *testing.T, reg func(*testing.T) string, opts ...weft.Option) {
 	cases := []struct {
 		mode string
 		// which steps find the provider
@@ -28,20 +39,20 @@ func TestDiscoveryModesAndMigrationSteps(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("register_mode="+tc.mode, func(t *testing.T) {
-			reg := "embedded://" + t.TempDir() + "?heartbeat=200"
+			reg := reg(t)
 			startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: %s}
 registries: {r: {address: %q}}
 protocols: {dubbo: {port: 0}}
 provider: {services: {vault: {interface: org.weft.Vault}}}
-`, tc.mode, reg), weft.WithService("vault", &vault{}))
+`, tc.mode, reg), append(opts, weft.WithService("vault", &vault{}))...)
 			for _, step := range []string{"FORCE_INTERFACE", "APPLICATION_FIRST", "FORCE_APPLICATION"} {
 				var c tokenClient
 				startApp(t, fmt.Sprintf(`
 application: {name: client-app, migration_step: %s}
 registries: {r: {address: %q}}
 consumer: {references: {vault: {interface: org.weft.Vault}}}
-`, step, reg), weft.WithReference("vault", &c))
+`, step, reg), append(opts, weft.WithReference("vault", &c))...)
 				err := callWithin(&c, 5*time.Second, tc.found[step])
 				if tc.found[step] && err != nil {
 					t.Errorf("%s: no call to a provider registered with register_mode %s: %v", step, tc.mode, err)
@@ -77,14 +88,19 @@ func callWithin(c *tokenClient, d time.Duration, want bool) error {
 // the mapping; a wrong name finds nothing.
 func TestDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
 	noLeaks(t)
-	reg := "embedded://" + t.TempDir() + "?heartbeat=200"
+	discoveryRevisions(t, embeddedRegistry(t))
+}
+
+// discoveryRevisions runs the revision and provided_by checks on the
+// registry at reg, with the App options opts (a registry plugin).
+func discoveryRevisions(t *testing.T, reg string, opts ...weft.Option) {
 	prov := startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: instance}
 registries: {r: {address: %q}}
 protocols: {dubbo: {port: 0}}
 qos: {port: 0}
 provider: {services: {vault: {interface: org.weft.Vault}, other: {interface: org.weft.Other}}}
-`, reg), weft.WithService("vault", &vault{}), weft.WithService("other", &vault{}))
+`, reg), append(opts, weft.WithService("vault", &vault{}), weft.WithService("other", &vault{}))...)
 	var byName, wrong tokenClient
 	startApp(t, fmt.Sprintf(`
 application: {name: client-app, migration_step: FORCE_APPLICATION}
@@ -93,7 +109,7 @@ consumer:
   references:
     vault: {interface: org.weft.Vault, provided_by: vault-app}
     wrong: {interface: org.weft.Vault, provided_by: nobody-app}
-`, reg), weft.WithReference("vault", &byName), weft.WithReference("wrong", &wrong))
+`, reg), append(opts, weft.WithReference("vault", &byName), weft.WithReference("wrong", &wrong))...)
 	if err := callWithin(&byName, 5*time.Second, true); err != nil {
 		t.Fatalf("provided_by vault-app: %v", err)
 	}
@@ -112,7 +128,7 @@ consumer:
 application: {name: late-app, migration_step: FORCE_APPLICATION}
 registries: {r: {address: %q}}
 consumer: {references: {vault: {interface: org.weft.Vault}}}
-`, reg), weft.WithReference("vault", &fresh))
+`, reg), append(opts, weft.WithReference("vault", &fresh))...)
 	if err := callWithin(&fresh, time.Second, false); kernel.CodeOf(err) != kernel.CodeNoProvider {
 		t.Fatalf("after offline, a new consumer found the service: %v", err)
 	}

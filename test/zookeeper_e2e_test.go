@@ -17,24 +17,21 @@ import (
 	zookeeper "github.com/weftrpc/weft/registry-zookeeper"
 )
 
-// zkRegistry is a registry address of its own (a root of its own) on the
-// test ZooKeeper, with a short session so that a killed provider's nodes
-// go within seconds rather than Dubbo's default minute.
-func zkRegistry(t *testing.T) string {
-	return fmt.Sprintf("zookeeper://%s?group=weft-e2e-%d&session=4000", zkAddr(t), time.Now().UnixNano())
-}
+// zkShortSession is zkRegistry with a short session, so that a killed
+// provider's nodes go within seconds rather than Dubbo's default minute.
+func zkShortSession(t *testing.T) string { return zkRegistry(t) + "&session=4000" }
 
 // Two provider processes and a consumer find each other through
 // ZooKeeper; SIGTERM of a provider under load fails no call, kill -9 of
 // one is covered by failover until its session expires and its node goes.
 func TestZookeeperRegistryAcrossProcesses(t *testing.T) {
-	discoveryAcrossProcesses(t, zkRegistry(t), 15*time.Second)
+	discoveryAcrossProcesses(t, zkShortSession(t), 15*time.Second)
 }
 
 // The graceful stop through ZooKeeper: no call fails, none runs twice.
 func TestGracefulStopZookeeperRegistry(t *testing.T) {
 	for _, cl := range []string{"failover", "failfast"} {
-		t.Run(cl, func(t *testing.T) { gracefulStopThroughRegistry(t, zkRegistry(t), cl) })
+		t.Run(cl, func(t *testing.T) { gracefulStopThroughRegistry(t, zkShortSession(t), cl) })
 	}
 }
 
@@ -49,7 +46,7 @@ func TestGracefulStopZookeeperRegistry(t *testing.T) {
 // locally after the session timeout and reconnects afresh, weft's client
 // does not yet.
 func TestZookeeperRestartUnderLoad(t *testing.T) {
-	address := zkRegistry(t)
+	address := zkShortSession(t)
 	dir := os.Getenv("ZOOKEEPER_TEST_DIR")
 	if dir == "" {
 		if os.Getenv("CI") != "" {
