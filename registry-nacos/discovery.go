@@ -204,6 +204,15 @@ func (d *Discovery) publish(app string, ins map[string]extension.ServiceInstance
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	if len(ids) == 1 {
+		// One instance (an App's usual case) is registered on its own:
+		// PolarisMesh drops a batch that re-registers an instance a few
+		// milliseconds after the last batch did (the new metadata, i.e.
+		// the revision of an App's second service, is lost; seen with a
+		// 5 ms gap, not with 300 ms), and keeps a single registration.
+		ok, err := d.client.RegisterInstance(d.nacosInstance(ins[ids[0]]))
+		return result(ok, err)
+	}
 	batch := vo.BatchRegisterInstanceParam{ServiceName: app, GroupName: d.group}
 	for _, id := range ids {
 		batch.Instances = append(batch.Instances, d.nacosInstance(ins[id]))

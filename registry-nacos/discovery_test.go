@@ -127,12 +127,25 @@ func TestDiscoveryRoundTrip(t *testing.T) {
 		t.Fatalf("read back %+v, want app %s and metadata %v", got, app, md)
 	}
 
-	// A new revision: the same instance, its metadata replaced.
-	md2 := map[string]string{"dubbo.metadata.revision": "r2", "dubbo.endpoints": md["dubbo.endpoints"]}
-	if err := p1.Register(ctx, extension.ServiceInstance{App: app, Host: "127.0.0.1", Port: 20881, Metadata: md2}); err != nil {
-		t.Fatal(err)
+	// A new revision: the same instance, its metadata replaced; twice in
+	// quick succession, as an App that exports two services does (the
+	// server must keep the last).
+	for _, rev := range []string{"r1b", "r2"} {
+		md2 := map[string]string{"dubbo.metadata.revision": rev, "dubbo.endpoints": md["dubbo.endpoints"]}
+		if err := p1.Register(ctx, extension.ServiceInstance{App: app, Host: "127.0.0.1", Port: 20881, Metadata: md2}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rec.waitFor(t, "revision r2", func(ins []extension.ServiceInstance) bool {
+		return len(ins) == 1 && ins[0].Metadata["dubbo.metadata.revision"] == "r2"
+	})
+	// And a new subscriber (a consumer started now) reads r2 too: the
+	// server stored the last registration, not only pushed it.
+	fresh := newInstRecorder()
+	if err := openDiscovery(t, addr, "").Subscribe(ctx, app, fresh); err != nil {
+		t.Fatal(err)
+	}
+	fresh.waitFor(t, "revision r2 (new subscriber)", func(ins []extension.ServiceInstance) bool {
 		return len(ins) == 1 && ins[0].Metadata["dubbo.metadata.revision"] == "r2"
 	})
 
