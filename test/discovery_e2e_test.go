@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/kernel"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 // Application-level service discovery (Dubbo 3) over the embedded
@@ -17,6 +18,23 @@ import (
 // consumers with each step call it, or are told there is no provider.
 func TestDiscoveryModesAndMigrationSteps(t *testing.T) {
 	noLeaks(t)
+	discoveryModes(t, func(t *testing.T) string { return "embedded://" + t.TempDir() + "?heartbeat=200" }, 5*time.Second)
+}
+
+// The same through Nacos (PolarisMesh here): each case in a namespace of
+// its own, so that the mapping and the instances of one case or run are
+// not another's. The server pushes about a second after a change, later
+// under load: found gets longer.
+func TestNacosDiscoveryModesAndMigrationSteps(t *testing.T) {
+	addr := nacosAddr(t)
+	discoveryModes(t, func(*testing.T) string { return nacosNamespace(addr) }, 20*time.Second, weft.WithPlugins(nacos.Plugin()))
+}
+
+func nacosNamespace(addr string) string {
+	return fmt.Sprintf("nacos://%s?namespace=weft-sd-e2e-%d", addr, time.Now().UnixNano())
+}
+
+func discoveryModes(t *testing.T, newRegistry func(*testing.T) string, found time.Duration, opts ...weft.Option) {
 	cases := []struct {
 		mode string
 		// which steps find the provider
@@ -28,21 +46,21 @@ func TestDiscoveryModesAndMigrationSteps(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("register_mode="+tc.mode, func(t *testing.T) {
-			reg := "embedded://" + t.TempDir() + "?heartbeat=200"
+			reg := newRegistry(t)
 			startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: %s}
 registries: {r: {address: %q}}
 protocols: {dubbo: {port: 0}}
 provider: {services: {vault: {interface: org.weft.Vault}}}
-`, tc.mode, reg), weft.WithService("vault", &vault{}))
+`, tc.mode, reg), append(opts, weft.WithService("vault", &vault{}))...)
 			for _, step := range []string{"FORCE_INTERFACE", "APPLICATION_FIRST", "FORCE_APPLICATION"} {
 				var c tokenClient
 				startApp(t, fmt.Sprintf(`
 application: {name: client-app, migration_step: %s}
 registries: {r: {address: %q}}
 consumer: {references: {vault: {interface: org.weft.Vault}}}
-`, step, reg), weft.WithReference("vault", &c))
-				err := callWithin(&c, 5*time.Second, tc.found[step])
+`, step, reg), append(opts, weft.WithReference("vault", &c))...)
+				err := callWithin(&c, found, tc.found[step])
 				if tc.found[step] && err != nil {
 					t.Errorf("%s: no call to a provider registered with register_mode %s: %v", step, tc.mode, err)
 				}
@@ -77,14 +95,24 @@ func callWithin(c *tokenClient, d time.Duration, want bool) error {
 // the mapping; a wrong name finds nothing.
 func TestDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
 	noLeaks(t)
-	reg := "embedded://" + t.TempDir() + "?heartbeat=200"
+	discoveryRevisions(t, "embedded://"+t.TempDir()+"?heartbeat=200", 5*time.Second, 10*time.Second)
+}
+
+// The same through Nacos: the new revision reaches the consumer by the
+// server's push of the re-registered instance.
+func TestNacosDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
+	addr := nacosAddr(t)
+	discoveryRevisions(t, nacosNamespace(addr), 20*time.Second, 30*time.Second, weft.WithPlugins(nacos.Plugin()))
+}
+
+func discoveryRevisions(t *testing.T, reg string, found, refound time.Duration, opts ...weft.Option) {
 	prov := startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: instance}
 registries: {r: {address: %q}}
 protocols: {dubbo: {port: 0}}
 qos: {port: 0}
 provider: {services: {vault: {interface: org.weft.Vault}, other: {interface: org.weft.Other}}}
-`, reg), weft.WithService("vault", &vault{}), weft.WithService("other", &vault{}))
+`, reg), append(opts, weft.WithService("vault", &vault{}), weft.WithService("other", &vault{}))...)
 	var byName, wrong tokenClient
 	startApp(t, fmt.Sprintf(`
 application: {name: client-app, migration_step: FORCE_APPLICATION}
@@ -93,8 +121,8 @@ consumer:
   references:
     vault: {interface: org.weft.Vault, provided_by: vault-app}
     wrong: {interface: org.weft.Vault, provided_by: nobody-app}
-`, reg), weft.WithReference("vault", &byName), weft.WithReference("wrong", &wrong))
-	if err := callWithin(&byName, 5*time.Second, true); err != nil {
+`, reg), append(opts, weft.WithReference("vault", &byName), weft.WithReference("wrong", &wrong))...)
+	if err := callWithin(&byName, found, true); err != nil {
 		t.Fatalf("provided_by vault-app: %v", err)
 	}
 	if err := callWithin(&wrong, time.Second, false); kernel.CodeOf(err) != kernel.CodeNoProvider {
@@ -112,14 +140,14 @@ consumer:
 application: {name: late-app, migration_step: FORCE_APPLICATION}
 registries: {r: {address: %q}}
 consumer: {references: {vault: {interface: org.weft.Vault}}}
-`, reg), weft.WithReference("vault", &fresh))
+`, reg), append(opts, weft.WithReference("vault", &fresh))...)
 	if err := callWithin(&fresh, time.Second, false); kernel.CodeOf(err) != kernel.CodeNoProvider {
 		t.Fatalf("after offline, a new consumer found the service: %v", err)
 	}
 	if code, body := qosGet(t, prov.QoSAddr(), "/online?service=org.weft.Vault"); code != 200 {
 		t.Fatalf("online: %d %s", code, body)
 	}
-	if err := callWithin(&fresh, 10*time.Second, true); err != nil {
+	if err := callWithin(&fresh, refound, true); err != nil {
 		t.Fatalf("after online (new revision), the consumer found no provider: %v", err)
 	}
 }
