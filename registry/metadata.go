@@ -72,10 +72,16 @@ const (
 // MetadataInfo is what an instance's MetadataService answers for a
 // revision: the application's services (Java's
 // org.apache.dubbo.metadata.MetadataInfo, the same fields by the same
-// names, so Java and dubbo-go read it and weft reads theirs).
+// names, so Java and dubbo-go read it and weft reads theirs). The fields
+// are dubbo-go's, in its order, tag included: a process that links dubbo-go
+// too has dubbo-go's MetadataInfo registered under the same Java class
+// first, and the hessian library then writes weft's values by position
+// into dubbo-go's field list (see TestMetadataInfoLayoutMatchesDubboGo).
 type MetadataInfo struct {
-	App      string                  `hessian:"app"`
-	Revision string                  `hessian:"revision"`
+	App      string `hessian:"app"`
+	Revision string `hessian:"revision"`
+	// Tag is the instance's tag (Dubbo's tag routing); weft sets none.
+	Tag      string                  `hessian:"tag"`
 	Services map[string]*ServiceInfo `hessian:"services"`
 }
 
