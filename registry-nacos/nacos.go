@@ -17,12 +17,19 @@
 // Its log files and snapshot cache go under os.TempDir()/weft-nacos-<pid>,
 // never into the working directory.
 //
+// The package is also weft's application-level service discovery on Nacos
+// (DiscoveryFactory, Discovery: extension.ServiceDiscovery under the same
+// name), laid out as Java Dubbo and dubbo-go lay it out: each application's
+// instances under the service named after it, the interface → application
+// mapping in the config data id of the interface, group "mapping" (see
+// discovery.go).
+//
 // The package is also weft's Nacos config center (ConfigFactory,
 // ConfigCenter: extension.DynamicConfiguration under the same name "nacos"):
 // data ids read, published and watched through the SDK's config client.
 //
-// weft does not build Nacos in: an App gets both, the registry and the
-// config center, from Plugin,
+// weft does not build Nacos in: an App gets all three, the registry, the
+// discovery and the config center, from Plugin,
 //
 //	app, err := weft.New(weft.WithPlugins(nacos.Plugin()), ...)
 //
@@ -98,27 +105,9 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	param, where, err := clientParam(url)
+	client, param, where, err := newNamingClient(url)
 	if err != nil {
 		return nil, err
-	}
-	client, err := clients.NewNamingClient(param)
-	if err != nil {
-		return nil, fmt.Errorf("nacos: connect %s: %w", where, err)
-	}
-	// The SDK connects in the background, and its first connection event
-	// re-runs every subscription, sorting in place the instance lists it has
-	// handed to callbacks: a Subscribe made before that event is delivered
-	// races with it (nacos-sdk-go v2.3.2; seen under load with -race). The
-	// event is delivered from the SDK's event loop shortly after the client
-	// reports itself healthy, which cannot be observed: wait for healthy,
-	// then give the loop connectSettle. A server that is down costs at most
-	// connectWait, and the registry works once it is back.
-	for deadline := time.Now().Add(connectWait); !client.ServerHealthy() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if client.ServerHealthy() {
-		time.Sleep(connectSettle)
 	}
 	log.Info("nacos registry connected", "server", where, "namespace", url.Param("namespace"))
 	return &Registry{
@@ -128,6 +117,35 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 		registered: map[string]map[string]*kernel.URL{},
 		subs:       map[string]*subscription{},
 	}, nil
+}
+
+// newNamingClient connects the SDK's naming client to the server of url
+// and waits for its first connection (bounded).
+//
+// The SDK connects in the background, and its first connection event
+// re-runs every subscription, sorting in place the instance lists it has
+// handed to callbacks: a Subscribe made before that event is delivered
+// races with it (nacos-sdk-go v2.3.2; seen under load with -race). The
+// event is delivered from the SDK's event loop shortly after the client
+// reports itself healthy, which cannot be observed: wait for healthy, then
+// give the loop connectSettle. A server that is down costs at most
+// connectWait, and the client works once it is back.
+func newNamingClient(url *kernel.URL) (naming_client.INamingClient, vo.NacosClientParam, string, error) {
+	param, where, err := clientParam(url)
+	if err != nil {
+		return nil, param, where, err
+	}
+	client, err := clients.NewNamingClient(param)
+	if err != nil {
+		return nil, param, where, fmt.Errorf("nacos: connect %s: %w", where, err)
+	}
+	for deadline := time.Now().Add(connectWait); !client.ServerHealthy() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if client.ServerHealthy() {
+		time.Sleep(connectSettle)
+	}
+	return client, param, where, nil
 }
 
 // clientParam is the SDK's client configuration for a registry or config

@@ -13,8 +13,9 @@ import (
 	"github.com/weftrpc/weft/extension"
 )
 
-// Plugin adds Nacos to an App, as the registry and the config center named
-// "nacos", both logging to the App's logger:
+// Plugin adds Nacos to an App, as the registry, the application-level
+// service discovery and the config center named "nacos", all logging to the
+// App's logger:
 //
 //	app, err := weft.New(weft.WithPlugins(nacos.Plugin()), ...)
 //
@@ -26,6 +27,13 @@ func Plugin() fx.Option {
 		weft.Plugin[extension.RegistryFactory](func(log *slog.Logger) weft.Extension[extension.RegistryFactory] {
 			return weft.Extension[extension.RegistryFactory]{Name: Name, New: func() (extension.RegistryFactory, error) {
 				return Factory{Log: log}, nil
+			}}
+		}),
+		// Application-level discovery on the same server, under the
+		// registry's name: the registry layer pairs them by name.
+		weft.Plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) weft.Extension[extension.ServiceDiscoveryFactory] {
+			return weft.Extension[extension.ServiceDiscoveryFactory]{Name: Name, New: func() (extension.ServiceDiscoveryFactory, error) {
+				return DiscoveryFactory{Log: log}, nil
 			}}
 		}),
 		weft.Plugin[extension.DynamicConfigurationFactory](func(log *slog.Logger) weft.Extension[extension.DynamicConfigurationFactory] {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/kernel"
+	nacos "github.com/weftrpc/weft/registry-nacos"
 )
 
 // Application-level service discovery (Dubbo 3) over the embedded
@@ -17,17 +18,23 @@ import (
 // consumers with each step call it, or are told there is no provider.
 func TestDiscoveryModesAndMigrationSteps(t *testing.T) {
 	noLeaks(t)
-	discoveryModes(t, embeddedRegistry)
+	discoveryModes(t, func(t *testing.T) string { return "embedded://" + t.TempDir() + "?heartbeat=200" }, 5*time.Second)
 }
 
-// embeddedRegistry is a registry address of the test's own (the embedded
-// registry in a temporary folder).
-func embeddedRegistry(t *testing.T) string { return "embedded://" + t.TempDir() + "?heartbeat=200" }
+// The same through Nacos (PolarisMesh here): each case in a namespace of
+// its own, so that the mapping and the instances of one case or run are
+// not another's. The server pushes about a second after a change, later
+// under load: found gets longer.
+func TestNacosDiscoveryModesAndMigrationSteps(t *testing.T) {
+	addr := nacosAddr(t)
+	discoveryModes(t, func(*testing.T) string { return nacosNamespace(addr) }, 20*time.Second, weft.WithPlugins(nacos.Plugin()))
+}
 
-// discoveryModes runs the register mode × migration step matrix on the
-// registries reg gives (one per mode), with the App options opts (a
-// registry plugin).
-func discoveryModes(t *testing.T, reg func(*testing.T) string, opts ...weft.Option) {
+func nacosNamespace(addr string) string {
+	return fmt.Sprintf("nacos://%s?namespace=weft-sd-e2e-%d", addr, time.Now().UnixNano())
+}
+
+func discoveryModes(t *testing.T, newRegistry func(*testing.T) string, found time.Duration, opts ...weft.Option) {
 	cases := []struct {
 		mode string
 		// which steps find the provider
@@ -39,7 +46,7 @@ func discoveryModes(t *testing.T, reg func(*testing.T) string, opts ...weft.Opti
 	}
 	for _, tc := range cases {
 		t.Run("register_mode="+tc.mode, func(t *testing.T) {
-			reg := reg(t)
+			reg := newRegistry(t)
 			startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: %s}
 registries: {r: {address: %q}}
@@ -53,7 +60,7 @@ application: {name: client-app, migration_step: %s}
 registries: {r: {address: %q}}
 consumer: {references: {vault: {interface: org.weft.Vault}}}
 `, step, reg), append(opts, weft.WithReference("vault", &c))...)
-				err := callWithin(&c, 5*time.Second, tc.found[step])
+				err := callWithin(&c, found, tc.found[step])
 				if tc.found[step] && err != nil {
 					t.Errorf("%s: no call to a provider registered with register_mode %s: %v", step, tc.mode, err)
 				}
@@ -88,12 +95,17 @@ func callWithin(c *tokenClient, d time.Duration, want bool) error {
 // the mapping; a wrong name finds nothing.
 func TestDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
 	noLeaks(t)
-	discoveryRevisions(t, embeddedRegistry(t))
+	discoveryRevisions(t, "embedded://"+t.TempDir()+"?heartbeat=200", 5*time.Second, 10*time.Second)
 }
 
-// discoveryRevisions runs the revision and provided_by checks on the
-// registry at reg, with the App options opts (a registry plugin).
-func discoveryRevisions(t *testing.T, reg string, opts ...weft.Option) {
+// The same through Nacos: the new revision reaches the consumer by the
+// server's push of the re-registered instance.
+func TestNacosDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
+	addr := nacosAddr(t)
+	discoveryRevisions(t, nacosNamespace(addr), 20*time.Second, 30*time.Second, weft.WithPlugins(nacos.Plugin()))
+}
+
+func discoveryRevisions(t *testing.T, reg string, found, refound time.Duration, opts ...weft.Option) {
 	prov := startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: instance}
 registries: {r: {address: %q}}
@@ -110,7 +122,7 @@ consumer:
     vault: {interface: org.weft.Vault, provided_by: vault-app}
     wrong: {interface: org.weft.Vault, provided_by: nobody-app}
 `, reg), append(opts, weft.WithReference("vault", &byName), weft.WithReference("wrong", &wrong))...)
-	if err := callWithin(&byName, 5*time.Second, true); err != nil {
+	if err := callWithin(&byName, found, true); err != nil {
 		t.Fatalf("provided_by vault-app: %v", err)
 	}
 	if err := callWithin(&wrong, time.Second, false); kernel.CodeOf(err) != kernel.CodeNoProvider {
@@ -135,7 +147,7 @@ consumer: {references: {vault: {interface: org.weft.Vault}}}
 	if code, body := qosGet(t, prov.QoSAddr(), "/online?service=org.weft.Vault"); code != 200 {
 		t.Fatalf("online: %d %s", code, body)
 	}
-	if err := callWithin(&fresh, 10*time.Second, true); err != nil {
+	if err := callWithin(&fresh, refound, true); err != nil {
 		t.Fatalf("after online (new revision), the consumer found no provider: %v", err)
 	}
 }

@@ -35,11 +35,11 @@ func zkRegistry(t *testing.T) string {
 func TestZookeeperDiscoveryModesAndMigrationSteps(t *testing.T) {
 	zkRegistry(t) // skip early
 	noLeaks(t)
-	discoveryModes(t, zkRegistry, weft.WithPlugins(zookeeper.Plugin()))
+	discoveryModes(t, zkRegistry, 10*time.Second, weft.WithPlugins(zookeeper.Plugin()))
 }
 
 func TestZookeeperDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
 	reg := zkRegistry(t)
 	noLeaks(t)
-	discoveryRevisions(t, reg, weft.WithPlugins(zookeeper.Plugin()))
+	discoveryRevisions(t, reg, 10*time.Second, 15*time.Second, weft.WithPlugins(zookeeper.Plugin()))
 }
