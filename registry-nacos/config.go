@@ -61,14 +61,12 @@ type watchKey struct{ key, group string }
 // watch is the one SDK listener of a data id, shared by its listeners.
 type watch struct {
 	key watchKey
-	// mu serialises deliveries. The SDK calls back on a new goroutine per
+	// mu serialises refreshes. The SDK calls back on a new goroutine per
 	// change, so two quick changes may arrive out of order; each callback
 	// therefore reads the document again and delivers it only if it
 	// differs from the last one delivered, so listeners end on the latest.
 	mu        sync.Mutex
-	listeners []extension.ConfigListener
-	last      string
-	have      bool
+	listeners extension.Listeners[extension.ConfigListener, string]
 }
 
 func group(g string) string {
@@ -147,12 +145,11 @@ func (c *ConfigCenter) AddListener(key, grp string, l extension.ConfigListener) 
 		return errClosed
 	}
 	if w := c.watches[k]; w != nil {
-		w.mu.Lock()
-		w.listeners = append(w.listeners, l)
-		w.mu.Unlock()
+		w.listeners.Add(l, nil) // changes from now on
 		return nil
 	}
-	w := &watch{key: k, listeners: []extension.ConfigListener{l}}
+	w := &watch{key: k}
+	w.listeners.Add(l, nil)
 	// Held until the current document is known, so that the SDK's first
 	// callback (it reports the current content once) compares with it.
 	w.mu.Lock()
@@ -168,7 +165,7 @@ func (c *ConfigCenter) AddListener(key, grp string, l extension.ConfigListener) 
 	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 	defer cancel()
 	if cur, err := c.GetConfig(ctx, key, grp); err == nil {
-		w.last, w.have = cur, true
+		w.listeners.Record(cur, nil) // the state changes are told against
 	}
 	c.watches[k] = w
 	return nil
@@ -186,7 +183,7 @@ func (c *ConfigCenter) refresh(w *watch) {
 	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 	defer cancel()
 	content, err := c.GetConfig(ctx, w.key.key, w.key.group)
-	if err == nil && content == "" && w.have && w.last != "" {
+	if last, had := w.listeners.Last(); err == nil && content == "" && had && last != "" {
 		// PolarisMesh answers "not found" for about a second while it
 		// publishes a new version of a data id: a deletion counts only if
 		// a second read, a little later, agrees.
@@ -197,14 +194,9 @@ func (c *ConfigCenter) refresh(w *watch) {
 		c.log.Warn("reading a changed config failed; the next change or resync retries", "data_id", w.key.key, "group", w.key.group, "err", err)
 		return
 	}
-	if w.have && content == w.last {
-		return
-	}
-	w.last, w.have = content, true
 	ev := extension.ConfigChangedEvent{Key: w.key.key, Group: w.key.group, Content: content, Deleted: content == ""}
-	for _, l := range w.listeners {
-		l.Process(ev)
-	}
+	w.listeners.Deliver(content, func(last string, had bool) bool { return !had || content != last },
+		func(l extension.ConfigListener, _ string) { l.Process(ev) })
 }
 
 // RemoveListener stops l hearing of the data id; the SDK listener ends with
@@ -217,16 +209,7 @@ func (c *ConfigCenter) RemoveListener(key, grp string, l extension.ConfigListene
 	if w == nil {
 		return nil
 	}
-	w.mu.Lock()
-	kept := w.listeners[:0:0]
-	for _, x := range w.listeners {
-		if x != l {
-			kept = append(kept, x)
-		}
-	}
-	w.listeners = kept
-	w.mu.Unlock()
-	if len(kept) > 0 {
+	if w.listeners.Remove(l) > 0 {
 		return nil
 	}
 	delete(c.watches, k)
@@ -242,9 +225,7 @@ func (c *ConfigCenter) Close() error {
 	}
 	c.closed = true
 	for k, w := range c.watches {
-		w.mu.Lock()
-		w.listeners = nil
-		w.mu.Unlock()
+		w.listeners.Clear()
 		_ = c.client.CancelListenConfig(vo.ConfigParam{DataId: k.key, Group: k.group})
 	}
 	c.watches = nil

@@ -274,21 +274,14 @@ type appWatch struct {
 	app   string
 	param *vo.SubscribeParam
 
-	// mu serializes deliveries so listeners see lists in order.
-	mu        sync.Mutex
-	listeners []extension.InstanceListener
-	last      []extension.ServiceInstance
-	have      bool
+	listeners extension.Listeners[extension.InstanceListener, []extension.ServiceInstance]
 }
 
-func (w *appWatch) deliver(ins []extension.ServiceInstance) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.last, w.have = ins, true
-	for _, l := range w.listeners {
-		l.NotifyInstances(w.app, ins)
-	}
+func (w *appWatch) notify(l extension.InstanceListener, ins []extension.ServiceInstance) {
+	l.NotifyInstances(w.app, ins)
 }
+
+func (w *appWatch) deliver(ins []extension.ServiceInstance) { w.listeners.Deliver(ins, nil, w.notify) }
 
 // Subscribe calls l with app's instances now and after every change. l
 // must be comparable: Unsubscribe finds it by ==.
@@ -306,15 +299,11 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 	}
 	if w := d.subs[app]; w != nil {
 		d.mu.Unlock()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.listeners = append(w.listeners, l)
-		if w.have {
-			l.NotifyInstances(app, w.last)
-		}
+		w.listeners.Add(l, w.notify)
 		return nil
 	}
-	w := &appWatch{app: app, listeners: []extension.InstanceListener{l}}
+	w := &appWatch{app: app}
+	w.listeners.Add(l, w.notify)
 	w.param = &vo.SubscribeParam{
 		ServiceName: app,
 		GroupName:   d.group,
@@ -340,14 +329,9 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 		d.log.Warn("initial instance list", "application", app, "err", err)
 		return nil // the subscription stands; pushes will follow
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.have {
-		w.last, w.have = serviceInstances(app, ins), true
-		for _, l := range w.listeners {
-			l.NotifyInstances(app, w.last)
-		}
-	}
+	// Unless a push came first: it is newer.
+	first := serviceInstances(app, ins)
+	w.listeners.Deliver(first, func(_ []extension.ServiceInstance, had bool) bool { return !had }, w.notify)
 	return nil
 }
 
@@ -366,16 +350,7 @@ func (d *Discovery) Unsubscribe(ctx context.Context, app string, l extension.Ins
 	if w == nil {
 		return nil
 	}
-	w.mu.Lock()
-	kept := w.listeners[:0:0]
-	for _, x := range w.listeners {
-		if x != l {
-			kept = append(kept, x)
-		}
-	}
-	w.listeners = kept
-	w.mu.Unlock()
-	if len(kept) > 0 {
+	if w.listeners.Remove(l) > 0 {
 		return nil
 	}
 	delete(d.subs, app)
@@ -512,9 +487,7 @@ func (d *Discovery) Close() error {
 	d.closed = true
 	var errs []error
 	for app, w := range d.subs {
-		w.mu.Lock()
-		w.listeners = nil
-		w.mu.Unlock()
+		w.listeners.Clear()
 		if err := d.client.Unsubscribe(w.param); err != nil {
 			errs = append(errs, fmt.Errorf("unsubscribe from %s: %w", app, err))
 		}

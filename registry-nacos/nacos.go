@@ -379,21 +379,12 @@ type subscription struct {
 	svc   string
 	param *vo.SubscribeParam
 
-	// notifyMu serializes deliveries so listeners see lists in order.
-	notifyMu  sync.Mutex
-	listeners []extension.NotifyListener
-	last      []*kernel.URL
-	have      bool
+	listeners extension.Listeners[extension.NotifyListener, []*kernel.URL]
 }
 
-func (s *subscription) deliver(urls []*kernel.URL) {
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	s.last, s.have = urls, true
-	for _, l := range s.listeners {
-		l.Notify(urls)
-	}
-}
+func notify(l extension.NotifyListener, urls []*kernel.URL) { l.Notify(urls) }
+
+func (s *subscription) deliver(urls []*kernel.URL) { s.listeners.Deliver(urls, nil, notify) }
 
 // Subscribe calls listener with the full provider list of url's service now
 // and after every change. listener must be comparable (a pointer, usually):
@@ -413,15 +404,11 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 	}
 	if s := r.subs[svc]; s != nil {
 		r.mu.Unlock()
-		s.notifyMu.Lock()
-		defer s.notifyMu.Unlock()
-		s.listeners = append(s.listeners, listener)
-		if s.have {
-			listener.Notify(s.last)
-		}
+		s.listeners.Add(listener, notify)
 		return nil
 	}
-	s := &subscription{svc: svc, listeners: []extension.NotifyListener{listener}}
+	s := &subscription{svc: svc}
+	s.listeners.Add(listener, notify)
 	s.param = &vo.SubscribeParam{
 		ServiceName: svc,
 		GroupName:   Group,
@@ -447,14 +434,9 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 		r.log.Warn("initial provider list", "service", svc, "err", err)
 		return nil // the subscription stands; pushes will follow
 	}
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	if !s.have {
-		s.last, s.have = r.providerURLs(svc, ins), true
-		for _, l := range s.listeners {
-			l.Notify(s.last)
-		}
-	}
+	// Unless a push came first: it is newer.
+	first := r.providerURLs(svc, ins)
+	s.listeners.Deliver(first, func(_ []*kernel.URL, had bool) bool { return !had }, notify)
 	return nil
 }
 
@@ -474,17 +456,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, url *kernel.URL, listener ex
 	if s == nil {
 		return nil
 	}
-	s.notifyMu.Lock()
-	kept := s.listeners[:0:0]
-	for _, l := range s.listeners {
-		if l != listener {
-			kept = append(kept, l)
-		}
-	}
-	s.listeners = kept
-	empty := len(kept) == 0
-	s.notifyMu.Unlock()
-	if !empty {
+	if s.listeners.Remove(listener) > 0 {
 		return nil
 	}
 	delete(r.subs, svc)
@@ -505,9 +477,7 @@ func (r *Registry) Close() error {
 	r.closed = true
 	var errs []error
 	for svc, s := range r.subs {
-		s.notifyMu.Lock()
-		s.listeners = nil
-		s.notifyMu.Unlock()
+		s.listeners.Clear()
 		if err := r.client.Unsubscribe(s.param); err != nil {
 			errs = append(errs, fmt.Errorf("unsubscribe %s: %w", svc, err))
 		}

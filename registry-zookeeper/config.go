@@ -144,9 +144,13 @@ type watch struct {
 	key, group, path string
 	stop             chan struct{}
 
-	mu        sync.Mutex
-	listeners []extension.ConfigListener
-	// last is what listeners were last told (or the state at AddListener).
+	// listeners' last value is what they were last told (or the state
+	// at AddListener).
+	listeners extension.Listeners[extension.ConfigListener, docState]
+}
+
+// docState is a document as its listeners last heard of it.
+type docState struct {
 	content string
 	present bool
 }
@@ -171,17 +175,16 @@ func (c *ConfigCenter) AddListener(key, group string, l extension.ConfigListener
 		return errConfigClosed
 	}
 	if w := c.watches[path]; w != nil {
-		w.mu.Lock()
-		w.listeners = append(w.listeners, l)
-		w.mu.Unlock()
+		w.listeners.Add(l, nil) // changes from now on
 		return nil
 	}
-	w := &watch{key: key, group: group, path: path, stop: make(chan struct{}), listeners: []extension.ConfigListener{l}}
+	w := &watch{key: key, group: group, path: path, stop: make(chan struct{})}
+	w.listeners.Add(l, nil)
 	content, present, ch, err := c.read(path)
 	if err != nil {
 		return fmt.Errorf("zookeeper: watch %s at %s: %w", path, c.c.where, err)
 	}
-	w.content, w.present = content, present
+	w.listeners.Record(docState{content, present}, nil) // the state changes are told against
 	c.watches[path] = w
 	c.wg.Add(1)
 	go c.run(w, ch)
@@ -259,14 +262,9 @@ func (c *ConfigCenter) run(w *watch, ch <-chan zk.Event) {
 }
 
 func (c *ConfigCenter) deliver(w *watch, content string, present bool) {
-	w.mu.Lock()
-	if w.present == present && w.content == content {
-		w.mu.Unlock()
-		return
-	}
-	w.content, w.present = content, present
-	ls := append([]extension.ConfigListener(nil), w.listeners...)
-	w.mu.Unlock()
+	now := docState{content, present}
+	// Told outside the lock: a listener may remove itself.
+	ls := w.listeners.Record(now, func(last docState, _ bool) bool { return last != now })
 	ev := extension.ConfigChangedEvent{Key: w.key, Group: w.group, Content: content, Deleted: !present}
 	for _, l := range ls {
 		l.Process(ev)
@@ -286,16 +284,7 @@ func (c *ConfigCenter) RemoveListener(key, group string, l extension.ConfigListe
 	if w == nil {
 		return nil
 	}
-	w.mu.Lock()
-	kept := w.listeners[:0:0]
-	for _, x := range w.listeners {
-		if x != l {
-			kept = append(kept, x)
-		}
-	}
-	w.listeners = kept
-	w.mu.Unlock()
-	if len(kept) == 0 {
+	if w.listeners.Remove(l) == 0 {
 		delete(c.watches, path)
 		close(w.stop)
 	}

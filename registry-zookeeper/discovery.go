@@ -428,11 +428,7 @@ type appWatch struct {
 	// "" for the children, else the instance's node name.
 	events chan watchEvent
 
-	// notifyMu serialises deliveries so listeners see lists in order.
-	notifyMu  sync.Mutex
-	listeners []extension.InstanceListener
-	last      []extension.ServiceInstance
-	have      bool
+	listeners extension.Listeners[extension.InstanceListener, []extension.ServiceInstance]
 
 	// Owned by whoever runs sync (Subscribe first, then the goroutine).
 	childArmed bool
@@ -469,17 +465,12 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 	}
 	if w := d.watches[app]; w != nil {
 		d.mu.Unlock()
-		w.notifyMu.Lock()
-		defer w.notifyMu.Unlock()
-		w.listeners = append(w.listeners, l)
-		if w.have {
-			l.NotifyInstances(app, slices.Clone(w.last))
-		}
+		w.listeners.Add(l, w.notify)
 		return nil
 	}
 	w := &appWatch{d: d, app: app, path: d.root + "/" + app, stop: make(chan struct{}),
-		events: make(chan watchEvent, 64), listeners: []extension.InstanceListener{l},
-		nodes: map[string]*watchedNode{}, rejected: map[string]bool{}}
+		events: make(chan watchEvent, 64), nodes: map[string]*watchedNode{}, rejected: map[string]bool{}}
+	w.listeners.Add(l, w.notify)
 	d.watches[app] = w
 	d.mu.Unlock()
 	if err := w.sync(); err != nil {
@@ -656,15 +647,14 @@ func (w *appWatch) deliver() {
 		}
 	}
 	sort.Slice(ins, func(i, j int) bool { return ins[i].ID() < ins[j].ID() })
-	w.notifyMu.Lock()
-	defer w.notifyMu.Unlock()
-	if w.have && reflect.DeepEqual(ins, w.last) {
-		return
-	}
-	w.last, w.have = ins, true
-	for _, l := range w.listeners {
-		l.NotifyInstances(w.app, slices.Clone(ins))
-	}
+	w.listeners.Deliver(ins, func(last []extension.ServiceInstance, had bool) bool {
+		return !had || !reflect.DeepEqual(ins, last)
+	}, w.notify)
+}
+
+// notify gives l a copy of the list: a listener may keep it.
+func (w *appWatch) notify(l extension.InstanceListener, ins []extension.ServiceInstance) {
+	l.NotifyInstances(w.app, slices.Clone(ins))
 }
 
 // Unsubscribe stops l's notifications for app; the watch ends with its
@@ -682,16 +672,7 @@ func (d *Discovery) Unsubscribe(ctx context.Context, app string, l extension.Ins
 	if w == nil {
 		return nil
 	}
-	w.notifyMu.Lock()
-	kept := w.listeners[:0:0]
-	for _, x := range w.listeners {
-		if x != l {
-			kept = append(kept, x)
-		}
-	}
-	w.listeners = kept
-	w.notifyMu.Unlock()
-	if len(kept) == 0 {
+	if w.listeners.Remove(l) == 0 {
 		delete(d.watches, app)
 		close(w.stop)
 	}
@@ -822,9 +803,7 @@ func (d *Discovery) Close() error {
 	}
 	d.closed = true
 	for _, w := range d.watches {
-		w.notifyMu.Lock()
-		w.listeners = nil
-		w.notifyMu.Unlock()
+		w.listeners.Clear()
 	}
 	d.watches = nil
 	d.mu.Unlock()

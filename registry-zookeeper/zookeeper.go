@@ -232,15 +232,14 @@ type subscription struct {
 	path string
 	stop chan struct{}
 
-	// notifyMu serialises deliveries so listeners see lists in order.
-	notifyMu  sync.Mutex
-	listeners []extension.NotifyListener
-	last      []*kernel.URL
-	have      bool
+	listeners extension.Listeners[extension.NotifyListener, []*kernel.URL]
 	// rejected remembers the malformed names already logged, so a bad
 	// node is reported once, not at every change of its siblings.
-	rejected map[string]bool
+	rejectedMu sync.Mutex
+	rejected   map[string]bool
 }
+
+func notify(l extension.NotifyListener, urls []*kernel.URL) { l.Notify(urls) }
 
 // Subscribe calls listener with the full provider list of url's service
 // (interface, group, version) now and after every change. listener must be
@@ -264,16 +263,12 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 	}
 	if s := r.subs[key]; s != nil {
 		r.mu.Unlock()
-		s.notifyMu.Lock()
-		defer s.notifyMu.Unlock()
-		s.listeners = append(s.listeners, listener)
-		if s.have {
-			listener.Notify(s.last)
-		}
+		s.listeners.Add(listener, notify)
 		return nil
 	}
 	s := &subscription{url: url, path: categoryPath(r.root, iface, CategoryProviders), stop: make(chan struct{}),
-		listeners: []extension.NotifyListener{listener}, rejected: map[string]bool{}}
+		rejected: map[string]bool{}}
+	s.listeners.Add(listener, notify)
 	r.subs[key] = s
 	r.mu.Unlock()
 
@@ -356,12 +351,12 @@ func (r *Registry) providers(s *subscription, children []string) []*kernel.URL {
 	for _, name := range children {
 		u, err := ParseNode(name)
 		if err != nil {
-			s.notifyMu.Lock()
+			s.rejectedMu.Lock()
 			seen := s.rejected[clip(name)]
 			if !seen && len(s.rejected) < 1000 {
 				s.rejected[clip(name)] = true
 			}
-			s.notifyMu.Unlock()
+			s.rejectedMu.Unlock()
 			if !seen {
 				r.log.Warn("provider node ignored: not a Dubbo URL", "node", s.path, "err", err)
 			}
@@ -375,14 +370,7 @@ func (r *Registry) providers(s *subscription, children []string) []*kernel.URL {
 	return out
 }
 
-func (s *subscription) deliver(urls []*kernel.URL) {
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	s.last, s.have = urls, true
-	for _, l := range s.listeners {
-		l.Notify(urls)
-	}
-}
+func (s *subscription) deliver(urls []*kernel.URL) { s.listeners.Deliver(urls, nil, notify) }
 
 // Unsubscribe stops notifications to listener; the watch ends with the
 // service's last listener.
@@ -400,16 +388,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, url *kernel.URL, listener ex
 	if s == nil {
 		return nil
 	}
-	s.notifyMu.Lock()
-	kept := s.listeners[:0:0]
-	for _, l := range s.listeners {
-		if l != listener {
-			kept = append(kept, l)
-		}
-	}
-	s.listeners = kept
-	s.notifyMu.Unlock()
-	if len(kept) == 0 {
+	if s.listeners.Remove(listener) == 0 {
 		delete(r.subs, key)
 		close(s.stop)
 	}
@@ -426,9 +405,7 @@ func (r *Registry) Close() error {
 	}
 	r.closed = true
 	for _, s := range r.subs {
-		s.notifyMu.Lock()
-		s.listeners = nil
-		s.notifyMu.Unlock()
+		s.listeners.Clear()
 	}
 	r.subs = nil
 	r.mu.Unlock()
