@@ -7,7 +7,6 @@ import (
 	"github.com/weftrpc/weft/extension"
 )
 
-
 func TestListeners(t *testing.T) {
 	var ls extension.Listeners[*[]string, string]
 	var a, b []string
