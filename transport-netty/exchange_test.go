@@ -343,7 +343,15 @@ func TestReconnectsAfterServerRestart(t *testing.T) {
 	if c.IsAvailable() {
 		t.Fatal("client still available after the server closed")
 	}
-	if _, err := c.Request(context.Background(), "x", time.Second); kernel.CodeOf(err) != kernel.CodeNetwork {
+	// Unavailable from the server's READONLY event on; down once the
+	// connection is closed (the server closes it gracefully, shortly after
+	// Close returns).
+	for ; time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err = c.Request(context.Background(), "x", time.Second); kernel.CodeOf(err) == kernel.CodeNetwork {
+			break
+		}
+	}
+	if kernel.CodeOf(err) != kernel.CodeNetwork {
 		t.Fatalf("call while down: %v, want a network error", err)
 	}
 	es2, err := Bind(tr, kernel.MustParseURL("dubbo://"+addr), testCodec{}, h, ServerOptions{})
