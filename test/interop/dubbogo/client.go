@@ -93,17 +93,22 @@ func otelOn() *global.OtelConfig {
 // (the scheme may be omitted). dubbo-go dials at once, so the provider must be
 // listening. With a ZooKeeper URL, zookeeper://host:port?group=G, the
 // consumer subscribes in that registry (interface level, root /G, /dubbo
-// without group) and calls the providers it lists.
+// without group) and calls the providers it lists; with a Nacos URL,
+// nacos://host:port?namespace=NS, the same in that Nacos namespace.
 func NewClient(url string, opts ...ClientOption) (*Client, error) {
 	setup()
 	var zkr *zkRegistry
-	if rest, ok := strings.CutPrefix(url, "zookeeper://"); ok {
+	for _, scheme := range []string{"zookeeper://", "nacos://"} {
+		rest, ok := strings.CutPrefix(url, scheme)
+		if !ok {
+			continue
+		}
 		addr, query, _ := strings.Cut(rest, "?")
 		q, err := neturl.ParseQuery(query)
 		if err != nil {
 			return nil, fmt.Errorf("dubbogo: %q: %w", url, err)
 		}
-		zkr = &zkRegistry{address: addr, group: q.Get("group")}
+		zkr = &zkRegistry{address: addr, group: q.Get("group"), nacos: scheme == "nacos://", namespace: q.Get("namespace")}
 		url = "dubbo://" + addr // names the client's shared-connection slot only
 	}
 	if !strings.Contains(url, "://") {

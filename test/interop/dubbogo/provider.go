@@ -90,13 +90,22 @@ type providerOptions struct {
 	zk      *zkRegistry
 }
 
-// zkRegistry is a ZooKeeper registry for dubbo-go: address host:port and
-// group, the root node (dubbo-go's registry.group; "" is /dubbo).
-type zkRegistry struct{ address, group string }
+// zkRegistry is a registry for dubbo-go, interface level: ZooKeeper
+// (address host:port and group, the root node: dubbo-go's registry.group;
+// "" is /dubbo) or, with nacos set, Nacos (address and namespace).
+type zkRegistry struct {
+	address, group string
+	nacos          bool
+	namespace      string
+}
 
 func (z *zkRegistry) options() []registry.Option {
+	kind := registry.WithZookeeper()
+	if z.nacos {
+		kind = registry.WithNacos()
+	}
 	opts := []registry.Option{
-		registry.WithZookeeper(),
+		kind,
 		registry.WithAddress(z.address),
 		// Interface-level registration, Dubbo 2's layout: the URL under
 		// /<group>/<interface>/providers, no application-level instance
@@ -109,14 +118,24 @@ func (z *zkRegistry) options() []registry.Option {
 	if z.group != "" {
 		opts = append(opts, registry.WithGroup(z.group))
 	}
+	if z.namespace != "" {
+		opts = append(opts, registry.WithNamespace(z.namespace))
+	}
 	return opts
+}
+
+// WithProviderNacos registers the provider in the Nacos at address
+// (host:port), namespace ns, at interface level (providers:<interface>::
+// in DEFAULT_GROUP).
+func WithProviderNacos(address, ns string) ProviderOption {
+	return func(o *providerOptions) { o.zk = &zkRegistry{address: address, nacos: true, namespace: ns} }
 }
 
 // WithProviderZookeeper registers the provider in the ZooKeeper at address
 // (host:port), under the root /group (/dubbo when group is ""), instead
 // of leaving it unregistered.
 func WithProviderZookeeper(address, group string) ProviderOption {
-	return func(o *providerOptions) { o.zk = &zkRegistry{address, group} }
+	return func(o *providerOptions) { o.zk = &zkRegistry{address: address, group: group} }
 }
 
 // WithProviderTracing turns on dubbo-go's OpenTelemetry server filter

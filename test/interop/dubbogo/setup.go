@@ -39,6 +39,8 @@ import (
 	_ "dubbo.apache.org/dubbo-go/v3/registry/directory"
 	_ "dubbo.apache.org/dubbo-go/v3/registry/protocol"
 	_ "dubbo.apache.org/dubbo-go/v3/registry/zookeeper"
+	// And dubbo-go's Nacos registry (WithProviderNacos, nacos:// clients).
+	_ "dubbo.apache.org/dubbo-go/v3/registry/nacos"
 	gettyremoting "dubbo.apache.org/dubbo-go/v3/remoting/getty"
 )
 

@@ -14,7 +14,8 @@
 //
 // With -zk zookeeper://HOST:PORT?group=G, the provider also registers in
 // that ZooKeeper (interface level, under /G, /dubbo without group) and a
-// call finds its provider there instead of at -addr.
+// call finds its provider there instead of at -addr; -zk
+// nacos://HOST:PORT?namespace=NS does the same in that Nacos namespace.
 //
 // In provider mode it prints "listening <addr>" on stdout once bound and runs
 // until SIGINT or SIGTERM. In bench mode it prints a summary on stderr and, as
@@ -60,7 +61,7 @@ func main() {
 		tlsCA    = flag.String("tls-ca", "", "TLS: CA certificate file (PEM)")
 		tlsCert  = flag.String("tls-cert", "", "TLS: this side's certificate file (PEM)")
 		tlsKey   = flag.String("tls-key", "", "TLS: this side's key file (PEM)")
-		zkURL    = flag.String("zk", "", "provider: also register in this ZooKeeper; call: find the provider there (zookeeper://host:port?group=G)")
+		zkURL    = flag.String("zk", "", "provider: also register in this registry; call: find the provider there (zookeeper://host:port?group=G or nacos://host:port?namespace=NS)")
 	)
 	flag.Parse()
 	dubbogo.SetLogLevel(*logLevel)
@@ -95,10 +96,14 @@ func provide(addr, zkURL string) error {
 	var opts []dubbogo.ProviderOption
 	if zkURL != "" {
 		u, err := url.Parse(zkURL)
-		if err != nil || u.Scheme != "zookeeper" {
-			return fmt.Errorf("-zk %q: want zookeeper://host:port?group=G", zkURL)
+		switch {
+		case err == nil && u.Scheme == "zookeeper":
+			opts = append(opts, dubbogo.WithProviderZookeeper(u.Host, u.Query().Get("group")))
+		case err == nil && u.Scheme == "nacos":
+			opts = append(opts, dubbogo.WithProviderNacos(u.Host, u.Query().Get("namespace")))
+		default:
+			return fmt.Errorf("-zk %q: want zookeeper://host:port?group=G or nacos://host:port?namespace=NS", zkURL)
 		}
-		opts = append(opts, dubbogo.WithProviderZookeeper(u.Host, u.Query().Get("group")))
 	}
 	stop, err := dubbogo.StartProvider(addr, opts...)
 	if err != nil {
