@@ -166,7 +166,7 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 		what = "removed"
 	}
 	g.rt.log.Info("weft: governance: rule "+what, "reference", g.ref, "key", ev.Key)
-	g.applyLocked()
+	g.applyLocked(ev.Key == g.svcCfgKey || ev.Key == g.appCfgKey)
 }
 
 // retarget points the rules at a new directory (the reference was referred
@@ -175,13 +175,14 @@ func (g *governance) retarget(dir interface{ SetRouters([]extension.Router) }, s
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dir, g.static = dir, static
-	g.applyLocked()
+	g.applyLocked(true)
 }
 
 // applyLocked sets the directory's routers: the reference's own, with the
 // tag rule's router in place of the default tag router when there is one,
-// then the condition rules'.
-func (g *governance) applyLocked() {
+// then the condition rules'. reconfigure runs the directory's providers
+// through the override rules again (they changed, or the directory is new).
+func (g *governance) applyLocked(reconfigure bool) {
 	if g.dir == nil {
 		return
 	}
@@ -192,30 +193,22 @@ func (g *governance) applyLocked() {
 		}
 		routers = append(routers, r)
 	}
-	for _, r := range []extension.Router{g.tag, g.svcCond, g.appCond} {
-		if r != nil && !isNilRouter(r) {
-			routers = append(routers, r)
-		}
+	if g.tag != nil {
+		routers = append(routers, g.tag)
+	}
+	if g.svcCond != nil {
+		routers = append(routers, g.svcCond)
+	}
+	if g.appCond != nil {
+		routers = append(routers, g.appCond)
 	}
 	g.dir.SetRouters(routers)
-	if rd, ok := g.dir.(*cluster.RegistryDirectory); ok {
-		// The override rules may have changed: run the last provider
-		// list through them again (SetConfigure does). Not under g.mu:
-		// the directory calls configure, which takes it, under its own
-		// lock.
+	if rd, ok := g.dir.(*cluster.RegistryDirectory); ok && reconfigure {
+		// SetConfigure runs the last provider list through the rules
+		// again. Not under g.mu: the directory calls configure, which
+		// takes it, under its own lock.
 		go rd.SetConfigure(g.configure)
 	}
-}
-
-// isNilRouter reports a typed nil in the interface.
-func isNilRouter(r extension.Router) bool {
-	switch v := r.(type) {
-	case *cluster.TagRouter:
-		return v == nil
-	case *cluster.ConditionRulesRouter:
-		return v == nil
-	}
-	return false
 }
 
 // configure is the directory's override step: the consumer application's

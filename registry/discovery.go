@@ -323,6 +323,7 @@ func (s *appSubscription) deliver() {
 			byRev[rev] = append(byRev[rev], in)
 		}
 		sort.Strings(revs)
+		s.r.forget(app, revs)
 		for _, rev := range revs {
 			md := s.r.metadata(app, rev, byRev[rev])
 			if md == nil {
@@ -372,6 +373,20 @@ func (r *instanceRegistry) metadata(app, rev string, instances []extension.Servi
 	r.log.Warn("weft: application-level discovery: cannot read an application's metadata; its instances of that revision are left out until it changes",
 		"application", app, "revision", clip(rev), "err", errors.Join(errs...))
 	return nil
+}
+
+// forget drops the cached metadata of app's revisions no instance serves
+// any more: each restart or change of a provider makes a new revision, and
+// the cache must not grow with them.
+func (r *instanceRegistry) forget(app string, live []string) {
+	prefix := app + "\x00"
+	r.cacheMu.Lock()
+	defer r.cacheMu.Unlock()
+	for key := range r.cache {
+		if rev, ok := strings.CutPrefix(key, prefix); ok && !contains(live, rev) {
+			delete(r.cache, key)
+		}
+	}
 }
 
 // Unsubscribe stops the subscription of l.

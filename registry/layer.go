@@ -242,16 +242,12 @@ func (l *Layer) Register(ctx context.Context, service string, url *kernel.URL) e
 	}
 	app := url.Param(kernel.KeyApplication)
 	for _, id := range l.ids {
-		type member struct {
-			level string
-			reg   extension.Registry
-		}
-		var ms []member
+		var ms []unionMember
 		if reg := l.regs[id]; reg != nil && l.mode != RegisterInstance {
-			ms = append(ms, member{RegisterInterface, reg})
+			ms = append(ms, unionMember{id: id, reg: reg})
 		}
 		if ir := l.insts[id]; ir != nil && l.RegistersInstances(app) {
-			ms = append(ms, member{RegisterInstance, ir})
+			ms = append(ms, unionMember{id: id, instance: true, reg: ir})
 		}
 		for _, m := range ms {
 			err := m.reg.Register(ctx, url)
@@ -259,9 +255,9 @@ func (l *Layer) Register(ctx context.Context, service string, url *kernel.URL) e
 				f(err)
 			}
 			if err != nil {
-				return fmt.Errorf("register %s in registries.%s (%s level): %w", service, id, m.level, err)
+				return fmt.Errorf("register %s in registries.%s (%s level): %w", service, id, m.level(), err)
 			}
-			r := &registration{service: service, registry: id, level: m.level, reg: m.reg, url: url}
+			r := &registration{service: service, registry: id, level: m.level(), reg: m.reg, url: url}
 			r.on.Store(true)
 			l.mu.Lock()
 			l.registrations = append(l.registrations, r)
@@ -415,9 +411,12 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 		}
 	}
 	if len(s.union.members) == 0 && len(l.ids) > 0 {
+		level, other := "interface", ApplicationFirst
+		if step == ForceApplication {
+			level, other = "application", ForceInterface
+		}
 		return nil, fmt.Errorf("migration step %s: none of the registries (%s) has %s-level discovery; use %s or a registry that has",
-			step, strings.Join(l.ids, ", "), map[bool]string{true: "application", false: "interface"}[step == ForceApplication],
-			map[bool]string{true: ForceInterface, false: ApplicationFirst}[step == ForceApplication])
+			step, strings.Join(l.ids, ", "), level, other)
 	}
 	for i, m := range s.union.members {
 		err := m.reg.Subscribe(ctx, consumer, s.union.member(i))
