@@ -3,6 +3,7 @@ package interop_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +30,24 @@ func TestNacosWithDubboGo(t *testing.T) {
 	weftNS := fmt.Sprintf("weft-interop-weft-%d", time.Now().UnixNano())
 
 	// dubbo-go provider -> Nacos -> weft consumer.
-	goAddr, goPort := freeAddr(t)
-	startDubbogoProvider(t, bin, goAddr, "-zk", "nacos://"+addr+"?namespace="+goNS)
+	// dubbo-go's Nacos registry registers as soon as its client exists,
+	// before nacos-sdk-go has connected (weft's waits for the server);
+	// on a loaded machine the first registration can fail with "Registry
+	// protocol new exporter error", and the provider exits. A fresh
+	// process, on a fresh port, then finds the server up.
+	var goAddr string
+	var goPort int
+	for try := 1; ; try++ {
+		goAddr, goPort = freeAddr(t)
+		err := tryStartDubbogoProvider(t, bin, goAddr, "-zk", "nacos://"+addr+"?namespace="+goNS)
+		if err == nil {
+			break
+		}
+		if try == 3 || !strings.Contains(err.Error(), "Registry protocol new exporter error") {
+			t.Fatal(err)
+		}
+		t.Logf("try %d: %v", try, err)
+	}
 	var c echoClient
 	startWeft(t, plugin, weft.WithReference("echo", &c), weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {n: {address: "nacos://%s?namespace=%s"}}

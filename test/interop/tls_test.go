@@ -68,24 +68,36 @@ func goBuild(t *testing.T, dir, pkg string) string {
 // returns once it listens.
 func startDubbogoProvider(t *testing.T, bin, addr string, args ...string) {
 	t.Helper()
+	if err := tryStartDubbogoProvider(t, bin, addr, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStartDubbogoProvider is startDubbogoProvider returning what went wrong:
+// the provider's stderr and its last lines of stdout (where dubbo-go logs).
+func tryStartDubbogoProvider(t *testing.T, bin, addr string, args ...string) error {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-mode", "provider", "-addr", addr}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	ready := make(chan bool, 1)
+	var logged []string // dubbo-go's log lines before the failure, the last few
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "listening ") {
 				ready <- true
 				return
+			}
+			if logged = append(logged, sc.Text()); len(logged) > 5 {
+				logged = logged[1:]
 			}
 		}
 		ready <- false
@@ -94,11 +106,15 @@ func startDubbogoProvider(t *testing.T, bin, addr string, args ...string) {
 	case ok := <-ready:
 		if !ok {
 			cmd.Wait()
-			t.Fatalf("the dubbo-go provider exited: %s", stderr.String())
+			return fmt.Errorf("the dubbo-go provider exited: %s (its log: %s)", strings.TrimSpace(stderr.String()), strings.Join(logged, " | "))
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the dubbo-go provider did not listen within 30 s: %s", stderr.String())
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("the dubbo-go provider did not listen within 30 s: %s", stderr.String())
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return nil
 }
 
 // dubbogoCall makes one echo call from a dubbo-go consumer in a child
