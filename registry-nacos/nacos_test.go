@@ -20,9 +20,10 @@ import (
 // pushWait bounds how long a test waits for a push; the PolarisMesh server
 // pushes about a second after a change, later on a loaded machine (with
 // both cores busy it was seen to take over 3 s, and once, with the whole
-// -race suite beside it under stress-ng, over 10 s). It is a bound, not a
-// wait: a push that comes ends it.
-var pushWait = 30 * time.Second
+// -race suite beside it under stress-ng, over 10 s, and since the module
+// also tests application-level discovery, once over 30 s). It is a bound,
+// not a wait: a push that comes ends it.
+var pushWait = 60 * time.Second
 
 // pushWaitOverride sets pushWait for a test and returns the undo.
 func pushWaitOverride(d time.Duration) func() {
