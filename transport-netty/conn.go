@@ -240,6 +240,16 @@ func (c *Conn) IsClosed() bool { return c.closed.Load() }
 // Done is closed when the channel closes.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
+// Queued is the number of bytes queued for writing and not yet taken by
+// a writer: zero when the peer keeps up. A protocol counts the control
+// frames it answered since the queue was last empty with it (an HTTP/2
+// PING flood from a peer that never reads).
+func (c *Conn) Queued() int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return len(c.wbuf)
+}
+
 // Attr returns a value stored with SetAttr.
 func (c *Conn) Attr(k any) (any, bool) { return c.attrs.Load(k) }
 
