@@ -4,22 +4,47 @@
 # its own go.mod (GOWORK=off), which is what a program importing it gets.
 # Servers the tests need: see .ci/run (NACOS_TEST_ADDR, ZOOKEEPER_TEST_ADDR);
 # without CI set, a test whose server is absent skips.
-set -euo pipefail
+#
+# Every module and every step runs even when an earlier one fails: one red
+# module must not hide the state of the others (a CI run that stopped at the
+# first failure never ran the modules after it). The failed steps are listed
+# at the end, and the script exits non-zero if there was any.
+set -uo pipefail
 cd "$(dirname "$0")"
 export GOWORK=off
+
+FAILED=()
+# step NAME DIR CMD...: runs CMD in DIR and records NAME if it fails.
+step() {
+	local name=$1 dir=$2
+	shift 2
+	echo "== $name"
+	if ! (cd "$dir" && "$@"); then
+		echo "-- FAILED: $name"
+		FAILED+=("$name")
+	fi
+}
+
 # The core first, then the opt-in integrations, the CLI and the end-to-end
 # tests, which import them.
 MODULES=". plugins/serialization/hessian2/oracle registry-nacos registry-zookeeper apps/weft test tracing-otlp"
 for m in $MODULES; do
-	echo "== $m"
-	(cd "$m" && go vet ./... && go test -race -count=1 ./...)
+	step "$m: go vet" "$m" go vet ./...
+	step "$m: go test -race" "$m" go test -race -count=1 ./...
 done
 # nacos-sdk-go v2.3.2 races inside itself: the tests that drive it in this
 # process skip under -race and run here without it.
-echo "== nacos, without -race"
-(cd test && go test -count=1 -run 'Nacos|ConfigCenter' .)
-(cd registry-nacos && go test -count=1 -run 'ServerRestart' .)
+step "test: nacos, without -race" test go test -count=1 -run 'Nacos|ConfigCenter' .
+step "registry-nacos: server restart, without -race" registry-nacos go test -count=1 -run 'ServerRestart' .
 # Interop with dubbo-go, grpc-go and Java peers: its own module, without
 # -race (dubbo-go and nacos-sdk-go race inside themselves).
-echo "== test/interop"
-(cd test/interop && go vet ./... && go test -count=1 ./...)
+step "test/interop: go vet" test/interop go vet ./...
+step "test/interop: go test" test/interop go test -count=1 ./...
+
+echo
+if ((${#FAILED[@]})); then
+	echo "test.sh: ${#FAILED[@]} step(s) failed:"
+	printf '  %s\n' "${FAILED[@]}"
+	exit 1
+fi
+echo "test.sh: every step passed"
