@@ -18,9 +18,52 @@ import (
 // ErrClosed is returned by Send on a closed channel.
 var ErrClosed = errors.New("channel closed")
 
-// maxQueued bounds the bytes waiting for the write loop; past it, Send fails
-// rather than letting a stalled peer grow memory without limit.
-const maxQueued = 64 << 20
+// The bounds on what a peer can make a connection hold by not reading.
+// Every frame a server queues answers something the peer sent; a peer that
+// sends and never reads would otherwise grow the queue for as long as it
+// sends (before issue 22: 371 MiB of RSS from two connections in 40 s).
+const (
+	// maxQueued bounds the bytes waiting for a writer. Past it the
+	// connection is closed: its peer does not read what it asked for, and
+	// failing the one frame would leave a caller waiting for an answer
+	// that never comes. A server stops reading well before (pauseReadAt),
+	// so on a server only answers to calls already being served can reach
+	// it: threads x answer sizes, a handful of large answers.
+	maxQueued = 16 << 20
+	// pauseReadAt: a server connection with more than this queued stops
+	// reading until its writer has taken the queue (TCP's own
+	// backpressure, as Netty's autoRead and grpc-go's control-buffer
+	// throttle do): a peer cannot make it queue answers faster than it
+	// takes them. Clients never pause: two peers both waiting for the
+	// other to read would deadlock.
+	pauseReadAt = 1 << 20
+	// MaxQueuedControl bounds the frames a protocol answers on its own (a
+	// heartbeat reply, an HTTP/2 PING or SETTINGS acknowledgement) queued
+	// since the write queue was last empty: x/net/http2's
+	// maxQueuedControlFrames. Past it the peer is flooding and not reading;
+	// the connection is closed.
+	MaxQueuedControl = 10000
+	// WriteStall bounds how long a write may make no progress: a
+	// connection whose peer takes no byte for that long while frames wait
+	// is closed (x/net's WriteByteTimeout; Netty's WriteTimeoutHandler).
+	// Dubbo's default call timeout is 1 s, so every call waiting behind
+	// such a stall has failed long before.
+	WriteStall = 3 * time.Second
+	// peerTimeout is the kernel's bound (TCP_USER_TIMEOUT) on bytes a
+	// server connection's socket holds unacknowledged or behind a zero
+	// window (setUserTimeout): longer than WriteStall, as it also covers
+	// a lossy path's retransmissions.
+	peerTimeout = 10 * time.Second
+	// writeChunk is the most one blocking write hands the socket, so that
+	// a large queue written to a slow but live peer shows progress within
+	// WriteStall.
+	writeChunk = 256 << 10
+)
+
+// ErrBackedUp is the cause of a connection closed because its peer does
+// not read (its write queue over maxQueued, or MaxQueuedControl control
+// frames waiting, or a write stalled for WriteStall).
+var ErrBackedUp = errors.New("the peer does not read")
 
 // FrameError is what a codec returns for a frame it rejects as a whole
 // (oversized) but whose extent it knows: the read loop delivers Msg (a
@@ -82,6 +125,9 @@ type Conn struct {
 	// client, whose own call is one of those in flight).
 	coming     atomic.Int32
 	comingOver int32
+	// serving counts the calls of this connection a server serves now
+	// (ExchangeServer.connShare bounds it).
+	serving atomic.Int32
 
 	closed    atomic.Bool
 	closeErr  atomic.Pointer[error]
@@ -89,8 +135,26 @@ type Conn struct {
 	done      chan struct{}
 	loops     sync.WaitGroup
 
-	lastRead  atomic.Int64 // unix nanos
+	// lastRead is when the read loop last decoded a message (unix nanos):
+	// bytes that complete nothing do not keep a connection alive, or one
+	// byte a second would defeat every idle rule (slowloris).
+	lastRead  atomic.Int64
 	lastWrite atomic.Int64
+	// partialAt is when the read loop started holding an incomplete frame
+	// (or skipping a rejected one), 0 when it holds none; partialSize is
+	// that frame's length when the codec can tell it. The server's watch
+	// closes a connection whose frame does not complete in time
+	// (frameReadAllowance).
+	partialAt   atomic.Int64
+	partialSize atomic.Int64
+
+	// Server connections pause reading while more than pauseReadAt is
+	// queued (see pauseReadAt); the writer wakes the read loop when it
+	// takes the queue.
+	pauseReads bool
+	paused     atomic.Bool
+	rsignal    chan struct{}
+	control    int // control frames queued since the queue was last empty, under wmu
 
 	attrs  sync.Map
 	remote string
@@ -169,7 +233,7 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 
 func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
 	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{}),
-		remote: nc.RemoteAddr().String()}
+		remote: nc.RemoteAddr().String(), rsignal: make(chan struct{}, 1)}
 	c.seq, _ = codec.(Sequencer)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -287,11 +351,15 @@ func (c *Conn) Send(msg any) error {
 			return nil
 		}
 	}
-	if len(c.wbuf)+len(frame) > maxQueued {
+	if len(c.wbuf)+len(frame) > maxQueued && len(c.wbuf) > 0 {
+		// One frame alone may be larger (the payload limit bounds it);
+		// behind others, it is a queue its peer does not take.
 		c.wmu.Unlock()
 		*bp = frame
 		scratch.Put(bp)
-		return fmt.Errorf("write queue to %s over %d bytes: the peer does not read", c.RemoteAddr(), maxQueued)
+		err := fmt.Errorf("write queue to %s over %d bytes: %w", c.remote, maxQueued, ErrBackedUp)
+		c.fail(err)
+		return err
 	}
 	var inline []byte
 	took := false // inline is the queue's buffer, not the caller's frame
@@ -313,6 +381,9 @@ func (c *Conn) Send(msg any) error {
 		took = true
 	}
 	c.wmu.Unlock()
+	if took {
+		c.wakeReader()
+	}
 	if inline != nil {
 		c.writeNow(inline, took)
 	}
@@ -324,6 +395,61 @@ func (c *Conn) Send(msg any) error {
 		c.signal()
 	}
 	return nil
+}
+
+// SendControl sends a frame the protocol answers on its own, not a call's
+// answer: a heartbeat reply, an HTTP/2 PING or SETTINGS acknowledgement. A
+// peer can make a connection queue these as fast as it sends them without
+// reading any; past MaxQueuedControl of them waiting since the queue was
+// last empty the connection is closed with ErrBackedUp.
+func (c *Conn) SendControl(msg any) error {
+	c.wmu.Lock()
+	if len(c.wbuf) == 0 {
+		c.control = 0
+	}
+	c.control++
+	over := c.control > MaxQueuedControl
+	c.wmu.Unlock()
+	if over {
+		err := fmt.Errorf("over %d control frames queued to %s: %w", MaxQueuedControl, c.remote, ErrBackedUp)
+		c.fail(err)
+		return err
+	}
+	return c.Send(msg)
+}
+
+// wakeReader tells a read loop paused for a long queue that a writer took
+// it.
+func (c *Conn) wakeReader() {
+	if c.paused.Load() {
+		select {
+		case c.rsignal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitQueue is a paused server read loop's wait: until its writer has taken
+// the queue down to half of pauseReadAt, or the connection closes (false).
+// A peer that never reads is closed by the write side (WriteStall), which
+// ends this wait too.
+func (c *Conn) waitQueue() bool {
+	c.paused.Store(true)
+	defer c.paused.Store(false)
+	t := time.NewTimer(50 * time.Millisecond)
+	defer t.Stop()
+	for c.Queued() > pauseReadAt/2 {
+		select {
+		case <-c.rsignal:
+		case <-t.C:
+			// A wake-up lost between the check and the store above is
+			// found again here.
+			t.Reset(50 * time.Millisecond)
+		case <-c.done:
+			return false
+		}
+	}
+	return !c.closed.Load()
 }
 
 func (c *Conn) signal() {
@@ -424,11 +550,11 @@ func (c *Conn) writeLoop() {
 		c.wbuf = c.spare[:0]
 		c.spare = nil
 		c.wmu.Unlock()
-		if _, err := c.nc.Write(buf); err != nil {
-			c.fail(fmt.Errorf("write to %s: %w", c.RemoteAddr(), err))
+		c.wakeReader()
+		if err := c.write(buf); err != nil {
+			c.fail(err)
 			return
 		}
-		c.lastWrite.Store(time.Now().UnixNano())
 		// Keep a big buffer only while it is being used.
 		if cap(buf) > 4<<20 {
 			buf = nil
@@ -442,6 +568,55 @@ func (c *Conn) writeLoop() {
 			c.signal()
 		}
 	}
+}
+
+// write writes buf in chunks of writeChunk, each allowed WriteStall to go
+// out: a peer that takes less than that in that time while frames wait is
+// not reading (or reads a byte now and then to look alive: counting any
+// progress would let it), and the connection is closed rather than holding
+// the frames, and the calls waiting behind them, for good.
+func (c *Conn) write(buf []byte) error {
+	for len(buf) > 0 {
+		n := min(len(buf), writeChunk)
+		c.nc.SetWriteDeadline(time.Now().Add(WriteStall))
+		k, err := c.nc.Write(buf[:n])
+		buf = buf[k:]
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return fmt.Errorf("write to %s: %d bytes taken in %v with %d waiting: %w", c.remote, k, WriteStall, len(buf), ErrBackedUp)
+			}
+			return fmt.Errorf("write to %s: %w", c.remote, err)
+		}
+		c.lastWrite.Store(time.Now().UnixNano())
+	}
+	return nil
+}
+
+// frameReadAllowance is how long a frame of n bytes (0: not known) may take
+// to arrive once its first byte has: 10 s, plus a second per MiB (a peer
+// sending at 1 MiB/s or faster always completes). A peer trickling bytes
+// (slowloris) holds the connection no longer.
+func frameReadAllowance(n int64) time.Duration {
+	return frameReadBase + time.Duration(n)*time.Second/(1<<20)
+}
+
+// frameReadBase is frameReadAllowance's fixed part (a variable for tests).
+var frameReadBase = 10 * time.Second
+
+// stale is why a server's watch closes c at now, "" when it does not:
+// a frame started and not finished within its allowance.
+func (c *Conn) stale(now int64) string {
+	if at := c.partialAt.Load(); at != 0 {
+		allow := frameReadAllowance(c.partialSize.Load())
+		if time.Duration(now-at) > allow {
+			if n := c.partialSize.Load(); n > 0 {
+				return fmt.Sprintf("a frame of %d bytes not completed within %v", n, allow)
+			}
+			return fmt.Sprintf("a frame not completed within %v", allow)
+		}
+	}
+	return ""
 }
 
 func (c *Conn) readLoop(buf []byte) {
@@ -478,10 +653,16 @@ func (c *Conn) readLoop(buf []byte) {
 				buf = nb
 			}
 		}
+		if c.pauseReads && c.Queued() > pauseReadAt && !c.waitQueue() {
+			c.fail(nil)
+			return
+		}
 		n, err := c.nc.Read(buf[end:])
+		var now int64
+		decoded := false
 		if n > 0 {
-			c.lastRead.Store(time.Now().UnixNano())
 			end += n
+			now = time.Now().UnixNano()
 		}
 		for {
 			if discard > 0 {
@@ -521,6 +702,7 @@ func (c *Conn) readLoop(buf []byte) {
 			if used == 0 {
 				break
 			}
+			decoded = true
 			start += used
 			if start == end && discard == 0 && c.inliner != nil && err == nil {
 				// Nothing buffered behind it: the call may run here.
@@ -544,6 +726,9 @@ func (c *Conn) readLoop(buf []byte) {
 			}
 			c.handler.Received(c, msg)
 		}
+		if n > 0 {
+			c.notePartial(now, decoded, buf[start:end], discard, sizer)
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || c.closed.Load() {
 				c.fail(nil)
@@ -552,6 +737,32 @@ func (c *Conn) readLoop(buf []byte) {
 			}
 			return
 		}
+	}
+}
+
+// notePartial records, after a read at now, whether the read loop holds an
+// incomplete frame (rest) or is skipping one (discard), and since when: a
+// frame that completed in this read resets the clock, as does the first
+// byte of the next.
+func (c *Conn) notePartial(now int64, decoded bool, rest []byte, discard int, sizer extension.FrameSizer) {
+	if decoded {
+		c.lastRead.Store(now)
+	}
+	if len(rest) == 0 && discard == 0 {
+		if c.partialAt.Load() != 0 {
+			c.partialAt.Store(0)
+		}
+		return
+	}
+	if decoded || c.partialAt.Load() == 0 {
+		size := int64(discard)
+		if sizer != nil && len(rest) > 0 {
+			size = int64(sizer.FrameSize(rest))
+		}
+		// The codec has checked a complete header against the payload
+		// limit already; the clamp only keeps the allowance sane.
+		c.partialSize.Store(min(size, 64<<20))
+		c.partialAt.Store(now)
 	}
 }
 

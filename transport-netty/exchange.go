@@ -535,7 +535,9 @@ func (c *ExchangeClient) Received(ch extension.Channel, msg any) {
 			}
 		}
 		if m.Event && m.TwoWay {
-			ch.Send(&Response{ID: m.ID, Status: StatusOK, Event: true})
+			if conn, ok := ch.(*Conn); ok {
+				conn.SendControl(&Response{ID: m.ID, Status: StatusOK, Event: true})
+			}
 		}
 	}
 }
@@ -718,7 +720,9 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 	switch {
 	case req.Event:
 		if req.TwoWay {
-			conn.Send(&Response{ID: req.ID, Status: StatusOK, Event: true})
+			// A peer sending heartbeats and never reading the replies is
+			// closed by SendControl; other errors mean it closed already.
+			conn.SendControl(&Response{ID: req.ID, Status: StatusOK, Event: true})
 		}
 		return true
 	case req.Broken != nil:
@@ -745,13 +749,16 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		if inline {
 			return false
 		}
-		s.rejected.Add(1)
-		if req.TwoWay {
-			resp := &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted,
-				ErrMsg: fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads)}
-			reply(conn, resp)
-			s.unservedReq(conn, req, resp)
-		}
+		s.refuse(conn, req, fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads))
+		return true
+	}
+	if n := conn.serving.Add(1); n > int32(s.connShare()) {
+		// One connection never holds the last eighth of the threads: the
+		// other connections' calls are served while one floods.
+		conn.serving.Add(-1)
+		s.busy.Add(-1)
+		s.closeMu.RUnlock()
+		s.refuse(conn, req, fmt.Sprintf("server %s is busy: this connection holds %d of its %d threads, the most one connection may; retry on another provider or raise threads", s.Addr(), n-1, s.opt.Threads))
 		return true
 	}
 	s.wg.Add(1)
@@ -770,6 +777,23 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		go s.serve(task{conn, req})
 	}
 	return true
+}
+
+// refuse answers req with status 100 (SERVER_THREADPOOL_EXHAUSTED_ERROR),
+// which a consumer's cluster retries on another provider.
+func (s *ExchangeServer) refuse(conn *Conn, req *Request, msg string) {
+	s.rejected.Add(1)
+	if req.TwoWay {
+		resp := &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted, ErrMsg: msg}
+		reply(conn, resp)
+		s.unservedReq(conn, req, resp)
+	}
+}
+
+// connShare is the most threads one connection's calls may hold: all but
+// an eighth, which stays for the others (all of them when threads < 8).
+func (s *ExchangeServer) connShare() int {
+	return s.opt.Threads - s.opt.Threads/8
 }
 
 func (s *ExchangeServer) unservedReq(c *Conn, req *Request, resp *Response) {
@@ -829,6 +853,7 @@ func (s *ExchangeServer) serve(t task) {
 	// as it has this answer does not find the thread still taken and get
 	// status 100 from a pool with room.
 	s.busy.Add(-1)
+	conn.serving.Add(-1)
 	if req.TwoWay {
 		// No longer coming: when nothing else is, the answer is written
 		// at once by this goroutine rather than batched.

@@ -60,12 +60,14 @@ func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler exten
 	if err != nil {
 		return nil, fmt.Errorf("weft: listen on %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, codec: codec, handler: handler, log: t.log, conns: map[*Conn]struct{}{}, done: make(chan struct{})}
+	s := &Server{ln: ln, codec: codec, handler: handler, log: t.log, conns: map[*Conn]struct{}{}, done: make(chan struct{}),
+		accepts: int(url.ParamInt(KeyAccepts, 0))}
 	if t.tls != nil {
 		s.tls = t.tls.server(t.alpn)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.accept()
+	go s.watch()
 	return s, nil
 }
 
@@ -119,8 +121,67 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	tls *tls.Config // nil: plain TCP
-	// handshakeLog limits handshake-failure warnings to one per interval.
-	handshakeLog atomic.Int64
+	// handshakeLog limits handshake-failure warnings to one per interval;
+	// refusedLog the warnings of connections refused past accepts.
+	handshakeLog, refusedLog atomic.Int64
+	// accepts is Dubbo's `accepts`: the most connections served at once,
+	// 0 for no bound.
+	accepts int
+	// handshaking counts TLS handshakes under way, which count against
+	// accepts too.
+	handshaking atomic.Int64
+}
+
+// KeyAccepts is Dubbo's protocol key for the most connections a server
+// serves at once (default 0: no bound). A connection past it is closed
+// as soon as it is accepted, as Java's AbstractServer.connected does, and
+// logged at most once a second.
+const KeyAccepts = "accepts"
+
+// watchInterval is how often a server checks its connections' frames in
+// progress (Conn.stale); a variable for tests.
+var watchInterval = time.Second
+
+// watch closes connections that started a frame and did not finish it in
+// time (a peer trickling bytes: slowloris). The idle rule (3 heartbeats
+// without a message) is the exchange server's.
+func (s *Server) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			for _, c := range s.Channels() {
+				if why := c.stale(now.UnixNano()); why != "" {
+					s.log.Warn("weft: closing a connection that does not finish its frame", "remote", c.remote, "why", why)
+					c.fail(fmt.Errorf("read from %s: %s", c.remote, why))
+				}
+			}
+		}
+	}
+}
+
+// full reports whether the server serves accepts connections already
+// (with those in a TLS handshake), logging the refusal.
+func (s *Server) full(nc net.Conn) bool {
+	if s.accepts <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	if n+int(s.handshaking.Load()) < s.accepts {
+		return false
+	}
+	if now := time.Now().UnixNano(); now-s.refusedLog.Load() >= int64(time.Second) {
+		s.refusedLog.Store(now)
+		s.log.Warn("weft: refusing a connection: the server serves its limit already; raise accepts on the provider's protocol", "addr", s.Addr().String(),
+			"remote", nc.RemoteAddr().String(), "accepts", s.accepts)
+	}
+	return true
 }
 
 // Addr is the bound address (useful with port 0).
@@ -166,13 +227,20 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 0
+		if s.full(nc) {
+			nc.Close()
+			continue
+		}
 		if s.tls != nil {
 			// The handshake runs off the accept loop: a slow or hostile
 			// client holds only its own connection.
 			s.wg.Add(1)
+			s.handshaking.Add(1)
 			go func() {
 				defer s.wg.Done()
-				if tc := s.handshake(nc); tc != nil {
+				tc := s.handshake(nc)
+				s.handshaking.Add(-1)
+				if tc != nil {
 					s.serve(tc)
 				}
 			}()
@@ -186,9 +254,11 @@ func (s *Server) accept() {
 
 // serve starts a connection's loops; false when the server is closed.
 func (s *Server) serve(nc net.Conn) bool {
+	setUserTimeout(tcpOf(nc))
 	c := newConn(nc, s.codec, &serverHandler{s: s, inner: s.handler}, s.log)
 	c.inliner, _ = s.handler.(Inliner) // the exchange server serves inline
 	c.preparer, _ = s.handler.(Preparer)
+	c.pauseReads = true
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -219,16 +289,26 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 		}
 	}()
 	// A plain client sends a frame where a ClientHello belongs: it gets an
-	// answer in its protocol saying why, rather than a bare close.
+	// answer in its protocol saying why, rather than a bare close (Dubbo:
+	// an error response to its request; HTTP/2: SETTINGS and GOAWAY).
 	pc := &peekedConn{Conn: nc, r: bufio.NewReaderSize(nc, 512)}
 	nc.SetReadDeadline(time.Now().Add(tlsHandshakeTimeout))
-	peeker, _ := s.codec.(extension.RequestPeeker)
-	if hdr, err := pc.r.Peek(16); err == nil && peeker != nil {
-		if id, plain := peeker.PeekRequest(hdr); plain {
-			if frame, err := s.codec.Encode(nil, &Response{ID: id, Status: StatusClientError,
-				ErrMsg: "weft: network: server " + s.Addr().String() + " takes TLS connections only: configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer"}); err == nil {
+	if hdr, err := pc.r.Peek(16); err == nil {
+		why := "server " + s.Addr().String() + " takes TLS connections only: configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer"
+		var answer []byte
+		plain := false
+		if r, ok := s.codec.(PlainRefuser); ok {
+			answer, plain = r.RefusePlain(hdr, why)
+		} else if peeker, ok := s.codec.(extension.RequestPeeker); ok {
+			var id uint64
+			if id, plain = peeker.PeekRequest(hdr); plain {
+				answer, _ = s.codec.Encode(nil, &Response{ID: id, Status: StatusClientError, ErrMsg: "weft: network: " + why})
+			}
+		}
+		if plain {
+			if len(answer) > 0 {
 				nc.SetWriteDeadline(time.Now().Add(time.Second))
-				nc.Write(frame)
+				nc.Write(answer)
 			}
 			lingerClose(nc, pc.r)
 			s.logHandshake(nc, errors.New("a plain (non-TLS) client"))
@@ -265,6 +345,20 @@ func (s *Server) logHandshake(nc net.Conn, err error) {
 		s.handshakeLog.Store(now)
 		s.log.Warn("weft: TLS handshake failed", "addr", s.Addr().String(), "remote", nc.RemoteAddr().String(),
 			"err", err, "hint", explainTLS(err))
+	}
+}
+
+// tcpOf is the TCP connection under a server's TLS and peeking layers.
+func tcpOf(nc net.Conn) net.Conn {
+	for {
+		switch c := nc.(type) {
+		case *tls.Conn:
+			nc = c.NetConn()
+		case *peekedConn:
+			nc = c.Conn
+		default:
+			return nc
+		}
 	}
 }
 
