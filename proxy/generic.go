@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"reflect"
+	"unsafe"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 )
 
 // GenericClient calls any method of a referred service without a stub.
@@ -42,15 +45,116 @@ func (g *GenericClient) GenericInvoke(ctx context.Context, method string, types 
 // GenericInvocation is the invocation of Dubbo's generic call
 // `$invoke(method, types, args)`, for callers that set attachments of their
 // own or read the result's.
+//
+// Its arguments are what Java's GenericService sends for its signature
+// (String, String[], Object[]): the types as a "[string" list and the
+// arguments as an Object[] — a Hessian list typed "[object", not an untyped
+// one (a java.util.List). Java reads either, but dubbo-go's provider takes
+// the arguments as []hessian.Object only: an untyped list made its generic
+// filter panic and the call time out.
 func GenericInvocation(method string, types []string, args []any) *kernel.Invocation {
 	if types == nil {
 		types = []string{}
 	}
-	if args == nil {
-		args = []any{}
+	objects := make([]hessian2.Object, len(args))
+	for i, a := range args {
+		objects[i] = a
 	}
-	inv := kernel.NewInvocation("$invoke", method, types, args)
+	inv := kernel.NewInvocation("$invoke", method, types, objects)
 	inv.ParamTypes = "Ljava/lang/String;[Ljava/lang/String;[Ljava/lang/Object;"
 	inv.SetAttachment("generic", "true")
 	return inv
+}
+
+// javaLists turns the typed lists of a value in generic form (view.Generic
+// keeps []string, []int32, arrays... as they are, and Hessian writes them as
+// typed lists "[string", which Java reads as String[]) into untyped lists
+// ([]any, written as Java writes an ArrayList). A Go slice does not say
+// whether it stands for a Java List or an array; Java's
+// PojoUtils.generalize returns a List field as an ArrayList, and POJOs'
+// collections are Lists far more often than arrays, so a Java generic caller
+// gets the ArrayList it would get from a Java provider (dubbo-go's
+// generalizer does the same: every slice becomes []any). []byte stays
+// binary (Java's byte[], which generalize keeps too).
+//
+// It walks only what view.Generic made: the []any and map[string]any it
+// allocated (changed in place, each once: shared ones stay shared, cycles
+// end) and the scalar lists it kept (each copied once, so a list that
+// appeared twice is still one list). view's limits bounded that graph.
+func javaLists(v any) any {
+	var l lister
+	return l.value(v)
+}
+
+type lister struct {
+	seen   map[unsafe.Pointer]bool // []any (first element) and maps done
+	copies map[listKey][]any       // scalar lists converted, by identity
+}
+
+type listKey struct {
+	p unsafe.Pointer
+	n int
+	t reflect.Type
+}
+
+func (l *lister) value(v any) any {
+	switch x := v.(type) {
+	case nil, []byte, string:
+		return v
+	case []any:
+		if len(x) == 0 || !l.first(unsafe.Pointer(&x[0])) {
+			return x
+		}
+		for i := range x {
+			x[i] = l.value(x[i])
+		}
+		return x
+	case map[string]any:
+		if x == nil || !l.first(reflect.ValueOf(x).UnsafePointer()) {
+			return x
+		}
+		for k, e := range x {
+			x[k] = l.value(e)
+		}
+		return x
+	}
+	rv := reflect.ValueOf(v)
+	if k := rv.Kind(); k != reflect.Slice && k != reflect.Array || rv.Type().Elem().Kind() == reflect.Uint8 {
+		return v
+	}
+	if rv.Kind() == reflect.Slice && rv.IsNil() {
+		return nil // null, as Hessian wrote the nil typed list
+	}
+	var key listKey
+	if rv.Kind() == reflect.Slice && rv.Len() > 0 {
+		key = listKey{rv.UnsafePointer(), rv.Len(), rv.Type()}
+		if out, ok := l.copies[key]; ok {
+			return out
+		}
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		// view.Generic keeps only lists of scalars (leaves): nothing
+		// below them to walk.
+		out[i] = rv.Index(i).Interface()
+	}
+	if key.p != nil {
+		if l.copies == nil {
+			l.copies = make(map[listKey][]any)
+		}
+		l.copies[key] = out
+	}
+	return out
+}
+
+// first reports whether the container at p is met for the first time.
+func (l *lister) first(p unsafe.Pointer) bool {
+	if l.seen[p] {
+		return false
+	}
+	if l.seen == nil {
+		l.seen = make(map[unsafe.Pointer]bool)
+	}
+	l.seen[p] = true
+	return true
 }

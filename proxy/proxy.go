@@ -508,13 +508,15 @@ func (c converter) structFromMap(m reflect.Value, t reflect.Type, depth int) (re
 	return out, nil
 }
 
-// ToGeneric turns a value into the form of Dubbo's generic calls: structs
-// become map[string]any keyed by wire field names, plus "class" when the
-// struct names its Java class; lists and maps are converted element by
-// element; other values are returned as they are. It walks through
-// view.Generic, so a hostile (cyclic, shared, deep) value is bounded; shared
-// containers stay shared and cycles stay cycles.
-func ToGeneric(v any) any { return view.Generic(v) }
+// ToGeneric turns a value into the form of Dubbo's generic calls, as Java's
+// PojoUtils.generalize does: structs become map[string]any keyed by wire
+// field names, plus "class" when the struct names its Java class; lists
+// become untyped lists ([]any, an ArrayList to Java; []byte stays binary)
+// and maps map[string]any, converted element by element; other values are
+// returned as they are. It walks through view.Generic, so a hostile (cyclic,
+// shared, deep) value is bounded; shared containers stay shared and cycles
+// stay cycles.
+func ToGeneric(v any) any { return javaLists(view.Generic(v)) }
 
 // convertNumber converts between numeric kinds only when the value survives:
 // Java's long 1<<40 is no Go int32, and 1.5 is no integer.

@@ -2,8 +2,9 @@
 // `$invoke(method, parameterTypes, args)` calls from consumers that have no
 // types of the service (gateways, test tools, `weft invoke`), by turning them
 // into the real call — maps standing for POJOs are converted to the method's
-// Go types — and by returning the result in generic form (POJOs as maps with
-// a "class" entry).
+// Go types — and by returning the result in generic form as Java's
+// PojoUtils.generalize does (POJOs as maps with a "class" entry, lists as
+// untyped lists, which Java reads as ArrayList: see proxy.ToGeneric).
 //
 // An App resolves generic calls with Wrap, around the whole provider chain,
 // so that every filter — native or WASM, whatever its order — sees the real
