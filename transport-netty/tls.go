@@ -32,9 +32,24 @@ type TLSConfig struct {
 	ServerName string
 }
 
-// IsZero reports whether nothing is configured (plain TCP).
+// IsZero reports whether nothing is configured (plain TCP). A ServerName
+// alone is configured: a client that names the server it verifies speaks
+// TLS, verifying against the system's roots (a config that says which name
+// to check must not leave the connection in plaintext).
 func (c TLSConfig) IsZero() bool {
-	return c.CACertFile == "" && c.CertFile == "" && c.KeyFile == "" && c.CACert == "" && c.Cert == "" && c.Key == ""
+	return c.CACertFile == "" && c.CertFile == "" && c.KeyFile == "" && c.CACert == "" && c.Cert == "" && c.Key == "" &&
+		c.ServerName == ""
+}
+
+// PlainRefuser is a Codec that recognises, in the first 16 bytes a client
+// sent to a TLS server, a client of its protocol that did not start TLS,
+// and answers it in that protocol with why (HTTP/2: SETTINGS and a GOAWAY
+// whose debug data says it), so that the client reports the cause rather
+// than a bare close. why says what the server takes and what to configure,
+// without a "weft: <code>:" prefix. Codecs that answer with a Response of
+// their own implement extension.RequestPeeker instead.
+type PlainRefuser interface {
+	RefusePlain(first16 []byte, why string) (answer []byte, ok bool)
 }
 
 // TLS is the material of a TLSConfig, kept current: files are checked for
@@ -196,12 +211,15 @@ func (t *TLS) client(host string, alpn []string) *tls.Config {
 // explainTLS adds what to check to a handshake error.
 func explainTLS(err error) string {
 	var unknown x509.UnknownAuthorityError
+	var noRoots x509.SystemRootsError
 	var invalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
 	var rec tls.RecordHeaderError
 	switch {
 	case errors.As(err, &unknown):
-		return "the peer's certificate is not signed by the configured CA (ca-cert-file)"
+		return "the peer's certificate is not signed by the configured CA (ca-cert-file; without one, the system's roots): set ca-cert-file to the CA that signed it"
+	case errors.As(err, &noRoots):
+		return "no CA to verify the server with: no ca-cert-file is set and the system has no roots (set ca-cert-file, or install the system's CA certificates)"
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return "a certificate has expired (or is not valid yet): renew it"
 	case errors.As(err, &hostname):

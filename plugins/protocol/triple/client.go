@@ -2,8 +2,10 @@ package triple
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +83,39 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 	return appendData(dst, 0, call.msg, defaultMaxFrame, true), nil
 }
 
+// Decode is codec's, but a GOAWAY with an error code that took no stream
+// (a server refusing the connection: a TLS port this client called in
+// plaintext, or a client it found abusive) ends the connection at once with
+// the server's reason as its cause: the exchange client gives it to the
+// calls that find the connection closed, not only to those in flight.
+func (c *clientCodec) Decode(src []byte) (any, int, error) {
+	msg, n, err := c.codec.Decode(src)
+	if f, ok := msg.(*frame); ok && f.typ == frameGoAway && f.stream == 0 && len(f.payload) >= 8 {
+		last := binary.BigEndian.Uint32(f.payload) & 0x7fffffff
+		code := binary.BigEndian.Uint32(f.payload[4:])
+		if code != errNo && last == 0 {
+			return nil, 0, &netty.FrameError{Close: true, Msg: f,
+				Err: errors.New(goAwayText(code, string(f.payload[8:min(len(f.payload), 8+256)])))}
+		}
+	}
+	return msg, n, err
+}
+
+// goAwayText says what an error GOAWAY said; the server's text goes into
+// errors and logs, so its control characters do not.
+func goAwayText(code uint32, debug string) string {
+	debug = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(debug, "?"))
+	if debug == "" {
+		return fmt.Sprintf("the server closed the connection with GOAWAY %s", goAwayName(code))
+	}
+	return fmt.Sprintf("the server closed the connection with GOAWAY %s: %s", goAwayName(code), debug)
+}
+
 // Sequence numbers a call's stream and sends what the windows allow.
 func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 	req, ok := msg.(*netty.Request)
@@ -95,9 +130,13 @@ func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 	defer cc.mu.Unlock()
 	if cc.draining || cc.nextStream >= 1<<31-1 {
 		// The server said GOAWAY (or the ids ran out): nothing new goes
-		// on this connection; the call fails, retryable, at once.
-		go c.refuse(conn, req.ID, kernel.Errorf(kernel.CodeNetwork,
-			"connection to %s is closing (the provider sent GOAWAY); retry on another provider", conn.RemoteAddrString()))
+		// on this connection; the call fails, retryable, at once, with
+		// the server's reason when it gave one.
+		err := kernel.Errorf(kernel.CodeNetwork, "connection to %s is closing (the provider sent GOAWAY); retry on another provider", conn.RemoteAddrString())
+		if cc.goAwayWhy != "" {
+			err = kernel.Errorf(kernel.CodeNetwork, "provider %s did not take the call: %s", conn.RemoteAddrString(), cc.goAwayWhy)
+		}
+		go c.refuse(conn, req.ID, err)
 		return frame[:0]
 	}
 	id := cc.nextStream
@@ -268,7 +307,8 @@ type clientConn struct {
 	mu           sync.Mutex
 	cond         sync.Cond // on mu: the windows opened, or a stream or the connection ended
 	closed       bool
-	draining     bool // GOAWAY came: no new stream
+	draining     bool   // GOAWAY came: no new stream
+	goAwayWhy    string // an error GOAWAY's goAwayText
 	nextStream   uint32
 	streams      map[uint32]*cstream
 	sendWindow   int64
@@ -458,8 +498,18 @@ func (cc *clientConn) goAway(f *frame) {
 		}
 	}
 	cc.draining = true
+	if code != errNo {
+		// An error GOAWAY: the server's debug data says why (a TLS port
+		// this plaintext client called, say).
+		cc.goAwayWhy = goAwayText(code, debug)
+	}
+	why := cc.goAwayWhy
 	cc.mu.Unlock()
 	for _, st := range refused {
+		if why != "" {
+			cc.finish(st, kernel.Errorf(kernel.CodeNetwork, "provider %s did not take the call: %s", cc.conn.RemoteAddrString(), why))
+			continue
+		}
 		cc.finish(st, kernel.Errorf(kernel.CodeNetwork, "provider %s is going away (GOAWAY code %d %q) and did not take the call; retry on another provider",
 			cc.conn.RemoteAddrString(), code, debug))
 	}
