@@ -340,20 +340,14 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	}
 	codec := NewCodec(int(url.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(url.ParamInt(KeyDecodeFactor, 0)))
 	iv := &invoker{p: p, url: url, version: url.Param(kernel.KeyVersion)}
-	iv.attachments = map[string]any{
-		kernel.KeyPath:      url.Path,
-		kernel.KeyInterface: url.Interface(),
-	}
-	if v := url.Param(kernel.KeyVersion); v != "" {
-		iv.attachments[kernel.KeyVersion] = v
-	}
-	if g := url.Param(kernel.KeyGroup); g != "" {
-		iv.attachments[kernel.KeyGroup] = g
-	}
-	// Dubbo's token: a provider that publishes one in its URL (which a
-	// registry hands the consumer) wants it back with every call.
-	if tok := url.Param(kernel.KeyToken); tok != "" {
-		iv.attachments[kernel.KeyToken] = tok
+	// The provider URL's parameters every call sends (kernel's table:
+	// path, interface, version, group, token); the per-method ones are
+	// added by fixedFor.
+	iv.attachments = make(map[string]any, len(kernel.InvokerAttachments))
+	for _, a := range kernel.InvokerAttachments {
+		if v := a.Value(url, ""); !a.PerMethod && v != "" {
+			iv.attachments[a.Key] = v
+		}
 	}
 	if n := url.ParamInt(KeyConnections, 0); n > 0 {
 		for range n {
@@ -396,7 +390,7 @@ type invoker struct {
 	p           *Protocol
 	url         *kernel.URL
 	version     string
-	attachments map[string]any // sent with every call: path, interface, version, group
+	attachments map[string]any // sent with every call: kernel.InvokerAttachments but the per-method ones
 	fixed       sync.Map       // method -> attachments plus its timeout, read-only once stored
 	clients     []*netty.ExchangeClient
 	owned       bool
@@ -454,8 +448,9 @@ func (iv *invoker) Destroy() {
 }
 
 // fixedFor returns the attachments every call of method sends: the
-// invoker's plus Dubbo's `timeout` (the configured one, as Dubbo sends it).
-func (iv *invoker) fixedFor(method string, timeout time.Duration) map[string]any {
+// invoker's plus the per-method ones of kernel.InvokerAttachments (Dubbo's
+// `timeout`, the configured one, as Dubbo sends it).
+func (iv *invoker) fixedFor(method string) map[string]any {
 	if m, ok := iv.fixed.Load(method); ok {
 		return m.(map[string]any)
 	}
@@ -463,7 +458,11 @@ func (iv *invoker) fixedFor(method string, timeout time.Duration) map[string]any
 	for k, v := range iv.attachments {
 		m[k] = v
 	}
-	m[kernel.KeyTimeout] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	for _, a := range kernel.InvokerAttachments {
+		if v := a.Value(iv.url, method); a.PerMethod && v != "" {
+			m[a.Key] = v
+		}
+	}
 	iv.fixed.Store(method, m)
 	return m
 }
@@ -498,7 +497,7 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		requestPool.Put(req)
 	}()
 	*req = RPCRequest{DubboVersion: DubboVersion, Path: iv.url.Path, Version: iv.version, Method: inv.Method,
-		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: inv.Attachments(), Fixed: iv.fixedFor(inv.Method, timeout)}
+		ParamTypes: inv.ParamTypes, Args: inv.Args, Attachments: inv.Attachments(), Fixed: iv.fixedFor(inv.Method)}
 	// The provider learns how long this consumer waits (Dubbo's countdown).
 	wait := timeout
 	if dl, ok := ctx.Deadline(); ok {

@@ -93,7 +93,7 @@ type invoker struct {
 	url     *kernel.URL
 	addr    string
 	payload int
-	paths   sync.Map // method -> its :path header field, encoded
+	paths   sync.Map // method -> *methodFields
 	sc      *sharedClient
 	scheme  string
 	fixed   []byte // the header fields every call sends after :path
@@ -121,8 +121,9 @@ func (iv *invoker) Destroy() {
 }
 
 // fixedHeaders are the fields of every call of this invoker: scheme,
-// authority, content type, and the service's group and version as Dubbo 3
-// sends them.
+// authority, content type, the consumer's application, and the provider
+// URL's parameters every call sends (kernel.InvokerAttachments) but the
+// per-method ones (methodHeaders).
 func (iv *invoker) fixedHeaders(contentType string) []byte {
 	var hb []byte
 	hb = appendHeaderField(hb, ":scheme", iv.scheme)
@@ -131,16 +132,55 @@ func (iv *invoker) fixedHeaders(contentType string) []byte {
 	hb = appendHeaderField(hb, "te", "trailers")
 	hb = appendHeaderField(hb, "grpc-accept-encoding", "gzip")
 	hb = appendHeaderField(hb, "user-agent", "weft-triple")
-	if g := iv.url.Param(kernel.KeyGroup); g != "" {
-		hb = appendHeaderField(hb, headerServiceGroup, g)
-	}
-	if v := iv.url.Param(kernel.KeyVersion); v != "" {
-		hb = appendHeaderField(hb, headerServiceVersion, v)
-	}
 	if a := iv.url.Param(kernel.KeyApplication); a != "" && validHeaderValue(a) {
 		hb = appendHeaderField(hb, headerConsumerApp, a)
 	}
+	for _, a := range kernel.InvokerAttachments {
+		if !a.PerMethod {
+			hb = appendURLAttachment(hb, a.Key, a.Value(iv.url, ""))
+		}
+	}
 	return hb
+}
+
+// appendURLAttachment appends one of kernel.InvokerAttachments as Dubbo 3's
+// TripleInvoker sends it: path and interface not at all (:path names the
+// service, and the provider takes them from it), group and version in
+// Triple's own headers, the others (token, timeout) as metadata under
+// their key.
+func appendURLAttachment(hb []byte, key, value string) []byte {
+	if value == "" || !validHeaderValue(value) {
+		return hb
+	}
+	switch key {
+	case kernel.KeyPath, kernel.KeyInterface:
+		return hb
+	case kernel.KeyGroup:
+		return appendHeaderField(hb, headerServiceGroup, value)
+	case kernel.KeyVersion:
+		return appendHeaderField(hb, headerServiceVersion, value)
+	}
+	return appendHeaderField(hb, key, value)
+}
+
+// methodFields are the header fields of every call of one method, encoded:
+// its :path, and the per-method attachments of kernel.InvokerAttachments
+// (Dubbo's `timeout`, the configured one, which Dubbo 3 sends beside
+// grpc-timeout), which go after the pseudo-header fields.
+type methodFields struct{ path, attachments []byte }
+
+func (iv *invoker) methodFields(method string) *methodFields {
+	if m, ok := iv.paths.Load(method); ok {
+		return m.(*methodFields)
+	}
+	m := &methodFields{path: appendHeaderField(nil, ":path", "/"+iv.url.Interface()+"/"+method)}
+	for _, a := range kernel.InvokerAttachments {
+		if a.PerMethod {
+			m.attachments = appendURLAttachment(m.attachments, a.Key, a.Value(iv.url, method))
+		}
+	}
+	v, _ := iv.paths.LoadOrStore(method, m)
+	return v.(*methodFields)
 }
 
 // Invoke calls the method as a unary gRPC call: its one argument, a
@@ -222,18 +262,16 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 
 // headersFor is the header block of a call of method.
 func (iv *invoker) headersFor(inv *kernel.Invocation, wait time.Duration, nonIDL bool) []byte {
-	path, ok := iv.paths.Load(inv.Method)
-	if !ok {
-		path, _ = iv.paths.LoadOrStore(inv.Method, appendHeaderField(nil, ":path", "/"+iv.url.Interface()+"/"+inv.Method))
-	}
-	hb := make([]byte, 0, 96+len(iv.fixed))
+	m := iv.methodFields(inv.Method)
+	hb := make([]byte, 0, 96+len(m.path)+len(m.attachments)+len(iv.fixed))
 	hb = append(hb, 0x83) // :method POST, static table entry 3
-	hb = append(hb, path.([]byte)...)
+	hb = append(hb, m.path...)
 	if nonIDL {
 		hb = append(hb, iv.fixedHessian...)
 	} else {
 		hb = append(hb, iv.fixed...)
 	}
+	hb = append(hb, m.attachments...)
 	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
 	return appendMetadata(hb, inv.Attachments())
 }
@@ -324,6 +362,12 @@ func (iv *invoker) result(r *clientReply) (kernel.Result, error) {
 				se.Details, _ = decodeBinaryHeader(d)
 			}
 			return kernel.Result{Attachments: att}, kernel.BizError(se)
+		}
+		// A weft provider writes its framework errors as they read
+		// ("weft: forbidden: ..."), for gRPC and Java peers, which have
+		// the status only; the code is this error's, said once.
+		if c, msg, ok := kernel.ParseText(text); ok && c == kc {
+			text = msg
 		}
 		return kernel.Result{Attachments: att}, &kernel.Error{Code: kc, Msg: fmt.Sprintf("%s: %s (gRPC status %d)", addr, text, code)}
 	}

@@ -651,10 +651,20 @@ func appendMetadata(hb []byte, att map[string]any) []byte {
 
 // attachmentsOf turns request metadata into attachments: -bin values
 // decoded to bytes, the rest as strings; Triple's own headers under the
-// attachment keys Dubbo gives them.
+// attachment keys Dubbo gives them, and the service :path names as the
+// path and interface a dubbo consumer sends (kernel.InvokerAttachments).
 func attachmentsOf(h []hpackField) map[string]any {
 	var att map[string]any
 	for _, f := range h {
+		if f.Name == ":path" {
+			if svc, _, ok := splitPath(f.Value); ok {
+				if att == nil {
+					att = make(map[string]any, len(h))
+				}
+				att[kernel.KeyPath], att[kernel.KeyInterface] = svc, svc
+			}
+			continue
+		}
 		if reservedHeader(f.Name) {
 			continue
 		}
