@@ -212,3 +212,21 @@ func TestOneConnectionLeavesThreadsForOthers(t *testing.T) {
 	close(h.release)
 	wg.Wait()
 }
+
+// The write stall's deadline does not outlive the write it bounds: a
+// sender's non-blocking write on the idle connection, after the deadline
+// would have passed, goes out (it failed with "i/o timeout" before).
+func TestWriteDeadlineDoesNotOutliveItsWrite(t *testing.T) {
+	defer func(d time.Duration) { writeStall = d }(writeStall)
+	writeStall = 20 * time.Millisecond
+	es, _ := serve(t, testCodec{}, ServerOptions{})
+	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
+	sc := serverConnOf(t, es)
+	if err := sc.write(rawFrame(kindRes, 2, 99, "")); err != nil { // a blocking write, as the write loop's
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if resp, err := c.Request(t.Context(), "after", time.Second); err != nil || resp.Status != StatusOK {
+		t.Fatalf("a call after the deadline passed: %+v %v", resp, err)
+	}
+}

@@ -576,15 +576,18 @@ func (c *Conn) writeLoop() {
 // progress would let it), and the connection is closed rather than holding
 // the frames, and the calls waiting behind them, for good.
 func (c *Conn) write(buf []byte) error {
+	// The deadline is cleared after: a sender's non-blocking write
+	// (writeNow) meets the socket's deadline too, and fails once it passed.
+	defer c.nc.SetWriteDeadline(time.Time{})
 	for len(buf) > 0 {
 		n := min(len(buf), writeChunk)
-		c.nc.SetWriteDeadline(time.Now().Add(WriteStall))
+		c.nc.SetWriteDeadline(time.Now().Add(writeStall))
 		k, err := c.nc.Write(buf[:n])
 		buf = buf[k:]
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return fmt.Errorf("write to %s: %d bytes taken in %v with %d waiting: %w", c.remote, k, WriteStall, len(buf), ErrBackedUp)
+				return fmt.Errorf("write to %s: %d bytes taken in %v with %d waiting: %w", c.remote, k, writeStall, len(buf), ErrBackedUp)
 			}
 			return fmt.Errorf("write to %s: %w", c.remote, err)
 		}
@@ -600,6 +603,9 @@ func (c *Conn) write(buf []byte) error {
 func frameReadAllowance(n int64) time.Duration {
 	return frameReadBase + time.Duration(n)*time.Second/(1<<20)
 }
+
+// writeStall is WriteStall, a variable for tests.
+var writeStall = WriteStall
 
 // frameReadBase is frameReadAllowance's fixed part (a variable for tests).
 var frameReadBase = 10 * time.Second
@@ -816,8 +822,12 @@ func (c *Conn) fail(err error) {
 		c.closed.Store(true)
 		close(c.done)
 		c.nc.Close()
-		if err != nil {
-			c.log.Debug("weft: connection closed", "remote", c.RemoteAddr().String(), "err", err)
+		switch {
+		case errors.Is(err, ErrBackedUp):
+			// A defense acting: say so where operators look.
+			c.log.Warn("weft: closing a connection whose peer does not read", "remote", c.remote, "err", err)
+		case err != nil:
+			c.log.Debug("weft: connection closed", "remote", c.remote, "err", err)
 		}
 		go func() {
 			// The handler hears of the close once both loops have stopped, so
