@@ -15,8 +15,13 @@
 // (weft.WithService("greeter", impl), `interface: example.Greeter,
 // protocol: tri` in config); a consumer fills a GreeterClient with
 // weft.WithReference. Streaming methods take proxy.ServerStream,
-// ClientStream or BidiStream on the provider side; the consumer side of
-// streams is not generated yet (weft consumers call unary methods).
+// ClientStream or BidiStream on the provider side; on the consumer side
+// their funcs open the call and return proxy.ServerStreamClient,
+// ClientStreamClient or BidiStreamClient:
+//
+//	List func(ctx, *Req) (*proxy.ServerStreamClient[*Resp], error)   // Recv until io.EOF
+//	Count func(ctx) (*proxy.ClientStreamClient[*Req, *Resp], error)  // Send, then CloseAndRecv
+//	Chat func(ctx) (*proxy.BidiStreamClient[*Req, *Resp], error)     // Send, Recv, CloseSend
 package main
 
 import (
@@ -83,16 +88,25 @@ func service(g *protogen.GeneratedFile, s *protogen.Service) {
 	g.P("}")
 	g.P()
 	g.P("// ", name, "Client is a weft consumer's stub of ", full, ": weft.WithReference")
-	g.P("// fills its funcs, which call the method of the same name.")
+	g.P("// fills its funcs, which call the method of the same name. A streaming")
+	g.P("// method's func opens the call and returns its end of the stream; the")
+	g.P("// context bounds the whole stream.")
 	g.P("type ", name, "Client struct {")
 	for _, m := range s.Methods {
-		if m.Desc.IsStreamingClient() || m.Desc.IsStreamingServer() {
-			g.P("// ", m.GoName, " streams: weft consumers call unary methods only, so far.")
-			continue
-		}
+		leading(g, m.Comments.Leading)
 		in, out := g.QualifiedGoIdent(m.Input.GoIdent), g.QualifiedGoIdent(m.Output.GoIdent)
 		ctx := g.QualifiedGoIdent(contextPkg.Ident("Context"))
-		g.P(m.GoName, " func(ctx ", ctx, ", in *", in, ") (*", out, ", error) `weft:", fmt.Sprintf("%q", string(m.Desc.Name())), "`")
+		tag := "`weft:" + fmt.Sprintf("%q", string(m.Desc.Name())) + "`"
+		switch {
+		case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
+			g.P(m.GoName, " func(ctx ", ctx, ") (*", g.QualifiedGoIdent(proxyPkg.Ident("BidiStreamClient")), "[*", in, ", *", out, "], error) ", tag)
+		case m.Desc.IsStreamingClient():
+			g.P(m.GoName, " func(ctx ", ctx, ") (*", g.QualifiedGoIdent(proxyPkg.Ident("ClientStreamClient")), "[*", in, ", *", out, "], error) ", tag)
+		case m.Desc.IsStreamingServer():
+			g.P(m.GoName, " func(ctx ", ctx, ", in *", in, ") (*", g.QualifiedGoIdent(proxyPkg.Ident("ServerStreamClient")), "[*", out, "], error) ", tag)
+		default:
+			g.P(m.GoName, " func(ctx ", ctx, ", in *", in, ") (*", out, ", error) ", tag)
+		}
 	}
 	g.P("}")
 	g.P()

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/apps/protoc-gen-weft/internal/testpb"
@@ -73,8 +74,14 @@ func (kinds) Unary(ctx context.Context, in *testpb.Req) (*testpb.Resp, error) {
 	return &testpb.Resp{Text: in.GetText(), Count: 1}, nil
 }
 
+// List answers three times.
 func (kinds) List(ctx context.Context, in *testpb.Req, out *proxy.ServerStream[*testpb.Resp]) error {
-	return out.Send(&testpb.Resp{Text: in.GetText()})
+	for i := range int32(3) {
+		if err := out.Send(&testpb.Resp{Text: in.GetText(), Count: i + 1}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (kinds) Count(ctx context.Context, in *proxy.ClientStream[*testpb.Req]) (*testpb.Resp, error) {
@@ -87,13 +94,27 @@ func (kinds) Count(ctx context.Context, in *proxy.ClientStream[*testpb.Req]) (*t
 	}
 }
 
+// Chat answers each request as it comes, numbered, until the consumer's
+// last.
 func (kinds) Chat(ctx context.Context, st *proxy.BidiStream[*testpb.Req, *testpb.Resp]) error {
-	return nil
+	for n := int32(1); ; n++ {
+		in, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.Send(&testpb.Resp{Text: "re: " + in.GetText(), Count: n}); err != nil {
+			return err
+		}
+	}
 }
 
 // TestGeneratedServiceServesAndIsCalled: an implementation of the generated
 // interface is a weft service with its streaming kinds, and the generated
-// stub calls it over Triple.
+// stub calls each of its methods over Triple, the three streaming kinds
+// through their generated consumer funcs.
 func TestGeneratedServiceServesAndIsCalled(t *testing.T) {
 	iv, err := proxy.NewServiceInvoker(kernel.NewURL("tri", "", 0, testpb.KindsName, nil), kinds{})
 	if err != nil {
@@ -131,8 +152,65 @@ func TestGeneratedServiceServesAndIsCalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer consumer.Stop(context.Background())
-	res, err := c.Unary(context.Background(), &testpb.Req{Text: "hi"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.Unary(ctx, &testpb.Req{Text: "hi"})
 	if err != nil || res.GetText() != "hi" || res.GetCount() != 1 {
 		t.Fatalf("Unary: %v %v", res, err)
+	}
+
+	// Server streaming: the three answers, then io.EOF.
+	list, err := c.List(ctx, &testpb.Req{Text: "item"})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for i := int32(1); ; i++ {
+		r, err := list.Recv()
+		if err == io.EOF {
+			if i != 4 {
+				t.Fatalf("List: io.EOF after %d answers, want 3", i-1)
+			}
+			break
+		}
+		if err != nil || r.GetText() != "item" || r.GetCount() != i {
+			t.Fatalf("List answer %d: %v %v", i, r, err)
+		}
+	}
+
+	// Client streaming: five requests, one answer counting them.
+	count, err := c.Count(ctx)
+	if err != nil {
+		t.Fatalf("Count: %v", err)
+	}
+	for i := range 5 {
+		if err := count.Send(&testpb.Req{Text: fmt.Sprint(i)}); err != nil {
+			t.Fatalf("Count: send %d: %v", i, err)
+		}
+	}
+	if r, err := count.CloseAndRecv(); err != nil || r.GetCount() != 5 {
+		t.Fatalf("Count: %v %v, want a count of 5", r, err)
+	}
+
+	// Bidirectional: each request answered before the next is sent, then
+	// io.EOF once the consumer has closed its side.
+	chat, err := c.Chat(ctx)
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	for i := int32(1); i <= 3; i++ {
+		text := fmt.Sprint("hello ", i)
+		if err := chat.Send(&testpb.Req{Text: text}); err != nil {
+			t.Fatalf("Chat: send %d: %v", i, err)
+		}
+		r, err := chat.Recv()
+		if err != nil || r.GetText() != "re: "+text || r.GetCount() != i {
+			t.Fatalf("Chat: answer %d: %v %v", i, r, err)
+		}
+	}
+	if err := chat.CloseSend(); err != nil {
+		t.Fatalf("Chat: CloseSend: %v", err)
+	}
+	if r, err := chat.Recv(); err != io.EOF {
+		t.Fatalf("Chat after CloseSend: %v %v, want io.EOF", r, err)
 	}
 }

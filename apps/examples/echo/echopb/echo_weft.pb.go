@@ -18,7 +18,9 @@ type EchoServiceServer interface {
 }
 
 // EchoServiceClient is a weft consumer's stub of weftbench.echo.EchoService: weft.WithReference
-// fills its funcs, which call the method of the same name.
+// fills its funcs, which call the method of the same name. A streaming
+// method's func opens the call and returns its end of the stream; the
+// context bounds the whole stream.
 type EchoServiceClient struct {
 	Echo func(ctx context.Context, in *EchoRequest) (*EchoReply, error) `weft:"Echo"`
 }

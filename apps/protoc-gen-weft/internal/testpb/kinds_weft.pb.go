@@ -27,10 +27,16 @@ type KindsServer interface {
 }
 
 // KindsClient is a weft consumer's stub of weft.test.kinds.Kinds: weft.WithReference
-// fills its funcs, which call the method of the same name.
+// fills its funcs, which call the method of the same name. A streaming
+// method's func opens the call and returns its end of the stream; the
+// context bounds the whole stream.
 type KindsClient struct {
+	// Unary answers one request.
 	Unary func(ctx context.Context, in *Req) (*Resp, error) `weft:"Unary"`
-	// List streams: weft consumers call unary methods only, so far.
-	// Count streams: weft consumers call unary methods only, so far.
-	// Chat streams: weft consumers call unary methods only, so far.
+	// List streams answers to one request.
+	List func(ctx context.Context, in *Req) (*proxy.ServerStreamClient[*Resp], error) `weft:"List"`
+	// Count counts a stream of requests.
+	Count func(ctx context.Context) (*proxy.ClientStreamClient[*Req, *Resp], error) `weft:"Count"`
+	// Chat answers each request as it comes.
+	Chat func(ctx context.Context) (*proxy.BidiStreamClient[*Req, *Resp], error) `weft:"Chat"`
 }
