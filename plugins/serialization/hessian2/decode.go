@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"reflect"
 	"strings"
 	"time"
@@ -45,15 +46,101 @@ func (d *Decoder) SetBudgetFactor(factor int) {
 	d.budget, d.factor = BudgetFactorFor(d.size, factor), factor
 }
 
-// Sizes charged to the budget.
+// Sizes charged to the budget: what Go allocates for a decoded value, and
+// when it allocates it (a growing slice or map is charged its new backing
+// array or tables when it grows, so the budget also counts the arrays a
+// growth leaves behind as garbage, which hold memory until the next GC as
+// surely as the value does). decode_cost_test.go measures them against the
+// heap.
 const (
-	costSlot     = 16  // an interface or a string header
-	costMapEntry = 128 // key and value slots, control bytes, growth
-	costMapFirst = 320 // a map's header and first group of eight slots
-	costBoxed    = 8   // an int32, int64 or float64 put in an interface
-	costTime     = 24
-	costObject   = 48 // a decoded object's own header
+	costSlot   = 16 // an interface or a string header
+	costBoxed  = 8  // an int32, int64 or float64 put in an interface
+	costTime   = 24
+	costObject = 48 // a decoded object's own header
+	// costBoxedSlice is a list put in an interface: its slice header.
+	costBoxedSlice = 24
+	// costMapHeader is a Go map's own header (runtime/maps.Map), allocated
+	// by make even for a map that stays empty.
+	costMapHeader = 48
+	// costMapSlot is one slot of a map[any]any or map[string]any table: the
+	// key and value (32 bytes), its control byte, and the rounding of the
+	// table to Go's size classes and pages (264-byte groups of eight slots
+	// make tables of 288, 576, ... 18,432 bytes, ~36 a slot, and the
+	// 1,024-slot tables of large maps 40,960 bytes, 40 a slot).
+	costMapSlot = 40
+	// costMapTable is a table's own header and its directory entry, which
+	// each table past the first group comes with.
+	costMapTable = 48
+	// costMapGroup is the group of eight slots a map gets with its first
+	// entry: 264 bytes in the 288-byte size class.
+	costMapGroup = 288
 )
+
+// The layout of Go's maps since Go 1.24 (Swiss tables, runtime/maps): a map
+// gets one group of mapGroup slots at its first entry; past mapGroup
+// entries, tables of powers of two slots, filled to 7/8 before they double
+// (a table past 1,024 slots splits in two instead, the same memory).
+const mapGroup = 8
+
+// mapSlotsFor is how many slots make(map[K]V, hint) allocates (NewMap):
+// none for a hint of up to eight (the group comes with the first entry,
+// see mapSlots), else hint/mapLoad slots spread over a power of two of
+// tables of at most 1,024 slots, each a power of two.
+func mapSlotsFor(hint int) int {
+	if hint <= mapGroup {
+		return 0
+	}
+	target := hint * 8 / 7
+	tables := 1
+	for tables*1024 < target {
+		tables *= 2
+	}
+	per := mapGroup
+	for per < target/tables {
+		per *= 2
+	}
+	return tables * per
+}
+
+// presizedMapCost is what make(map[K]V, hint) allocates once it holds up to
+// hint entries, slot bytes a slot: its header, and its tables (see
+// mapSlotsFor), or for a hint of up to eight the group its first entry gets.
+func presizedMapCost(hint int, slot int64) int64 {
+	slots := mapSlotsFor(hint)
+	if hint > 0 && slots == 0 {
+		return costMapHeader + mapGroup*slot
+	}
+	return costMapHeader + int64(slots)*slot
+}
+
+// mapGrowth is what Go allocates when a map made without a size hint (or a
+// hint of up to eight) and holding n entries gets one more: the group at the
+// first entry, a table of 16 slots at the ninth, a table twice the size
+// whenever the one table of 2^k slots holds 7/8 of that (7·2^(k-3)
+// entries), up to one of 1,024 slots that splits in two at 896; else
+// nothing. Past that, the map's tables split one by one, each as its own
+// share of the keys reaches 896, and the first split well before the
+// average table is that full (by ~3 standard deviations of a table's
+// share, 90 keys, with a few hundred tables): the budget charges the
+// doubling of all of them at 7/8 of the average, 784 keys a table, before
+// Go makes the first. Charged before the entry goes in, so that a map
+// refused by the budget never makes the tables it was refused for.
+func mapGrowth(n int) int64 {
+	switch {
+	case n == 0:
+		return costMapGroup
+	case n == mapGroup:
+		return 2*mapGroup*costMapSlot + costMapTable
+	case n >= 14 && n <= 896 && n%7 == 0 && bits.OnesCount(uint(n/7)) == 1:
+		// One table, 16 to 1,024 slots, 7/8 full: twice the slots.
+		return int64(n/7)*16*costMapSlot + costMapTable
+	case n >= 1568 && n%1568 == 0 && bits.OnesCount(uint(n/1568)) == 1:
+		// n/1568 × 2 tables of 1,024 slots, 784 keys each: all split.
+		tables := int64(n / 1568 * 2)
+		return tables * 2 * (1024*costMapSlot + costMapTable)
+	}
+	return 0
+}
 
 // errUnsupported makes DecodeStringMap's direct path give the value to
 // Decode. It never reaches a caller.
@@ -66,11 +153,11 @@ type Decoder struct {
 	n    int // top-level values consumed so far
 	// The lists, maps and objects decoded so far, which a back reference
 	// ('Q') names by index: the first len(refInline) in refInline, the rest
-	// in refMore (see addRef). Not a slice of refInline: a Decoder pointing
+	// in refMore's chunks (see addRef). Not a slice of refInline: a Decoder pointing
 	// into itself escapes to the heap, one more allocation per body.
 	nrefs     int
 	refInline [4]any
-	refMore   []any
+	refMore   [][]any
 	classes   []classDef // class definitions so far
 	types     []string   // type names so far, in the library's type-reference order
 	slab      []string   // backing store of boxed strings, see box
@@ -102,16 +189,14 @@ func (d *Decoder) grow(n, c int, size int64) error {
 	return d.spend(int64(max(2*c, 4)) * size)
 }
 
-// spendEntry charges the entry a map of n entries gets: a Go map's first
-// group of eight slots when it is created, then an entry's share.
+// spendEntry charges a new entry in a map[string]any or map[any]any made
+// without a size hint (or a hint of up to eight) that held n entries
+// before it: the tables the map allocates for it, if it grows (mapGrowth).
 func (d *Decoder) spendEntry(n int) error {
-	if n == 0 {
-		return d.spend(costMapFirst)
+	if c := mapGrowth(n); c > 0 {
+		return d.spend(c)
 	}
-	if n < 8 {
-		return nil
-	}
-	return d.spend(costMapEntry)
+	return nil
 }
 
 // spend charges n bytes of decoded values to the budget.
@@ -726,6 +811,10 @@ func (d *Decoder) untypedList(depth int) (any, error) {
 	}
 	tag := d.data[d.pos]
 	d.pos++
+	// The list will be an interface: its slice header is allocated.
+	if err := d.spend(costBoxedSlice); err != nil {
+		return nil, err
+	}
 	if tag == tagUListVar {
 		// The list is not made yet: a reference to it from inside reads
 		// as null.
@@ -883,6 +972,10 @@ func (d *Decoder) typedList(depth int) (any, error) {
 	}
 	tag := d.data[d.pos]
 	d.pos++
+	// The list will be an interface: its slice header is allocated.
+	if err := d.spend(costBoxedSlice); err != nil {
+		return nil, err
+	}
 	kind, name, err := d.listType()
 	if err != nil {
 		return nil, err
@@ -1079,6 +1172,9 @@ func (d *Decoder) mapValue(depth int) (any, error) {
 			return nil, err
 		}
 	}
+	if err := d.spend(costMapHeader); err != nil {
+		return nil, err
+	}
 	m := make(map[any]any)
 	d.addRef(m)
 	for {
@@ -1112,13 +1208,17 @@ func (d *Decoder) mapValue(depth int) (any, error) {
 				continue
 			}
 		}
-		n := len(m)
-		m[k] = v
-		if len(m) > n { // a repeated key costs nothing more
-			if err := d.spendEntry(n); err != nil {
-				return nil, err
+		// Charged before the entry goes in (see mapGrowth); a repeated key
+		// costs nothing more, and only where the map would grow is it
+		// worth a lookup to tell.
+		if c := mapGrowth(len(m)); c > 0 {
+			if _, dup := m[k]; !dup {
+				if err := d.spend(c); err != nil {
+					return nil, err
+				}
 			}
 		}
+		m[k] = v
 	}
 }
 

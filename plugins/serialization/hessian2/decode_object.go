@@ -1,6 +1,9 @@
 package hessian2
 
-import "reflect"
+import (
+	"math/bits"
+	"reflect"
+)
 
 // This file decodes what the fast types do not cover: class definitions,
 // objects, back references, and the conversions that put decoded values
@@ -14,6 +17,32 @@ type classDef struct {
 	except bool // an exception class nobody registered: *UnknownException
 }
 
+// References past the inline ones are kept in chunks that never move: a
+// slice grown by append would copy itself at each growth, leaving ~4 times
+// its final size as garbage (16 bytes a container, and a body of empty maps
+// is two bytes a container). Chunk k holds refChunk0<<k references, up to
+// refChunkMax each; the first chunks are small, for the common body of a
+// few containers.
+const (
+	refChunk0    = 8
+	refChunkMax  = 1024
+	refGeometric = 8 // chunks of refChunk0<<k, k < refGeometric (8 to 1024)
+	// refGeometricLen is how many references the geometric chunks hold.
+	refGeometricLen = refChunk0 * (1<<refGeometric - 1)
+)
+
+// refAt is the chunk and offset of reference i (i >= len(refInline)).
+func refAt(i int) (chunk, off int) {
+	j := i - len(Decoder{}.refInline)
+	if j < refGeometricLen {
+		u := j + refChunk0
+		k := bits.Len(uint(u)) - bits.Len(uint(refChunk0))
+		return k, u - refChunk0<<k
+	}
+	j -= refGeometricLen
+	return refGeometric + j/refChunkMax, j % refChunkMax
+}
+
 // addRef records a list, map or object for back references and returns its
 // index.
 func (d *Decoder) addRef(v any) int {
@@ -21,7 +50,16 @@ func (d *Decoder) addRef(v any) int {
 	if i < len(d.refInline) {
 		d.refInline[i] = v
 	} else {
-		d.refMore = append(d.refMore, v)
+		k, off := refAt(i)
+		if k == len(d.refMore) {
+			n := min(refChunk0<<min(k, refGeometric), refChunkMax)
+			// Charged a chunk at a time; addRef cannot fail, so the chunk
+			// may overdraw the budget by at most 16 KiB, and the next
+			// value fails.
+			d.budget -= int64(n) * costSlot
+			d.refMore = append(d.refMore, make([]any, n))
+		}
+		d.refMore[k][off] = v
 	}
 	d.nrefs++
 	return i
@@ -33,7 +71,8 @@ func (d *Decoder) setRef(i int, v any) {
 	if i < len(d.refInline) {
 		d.refInline[i] = v
 	} else {
-		d.refMore[i-len(d.refInline)] = v
+		k, off := refAt(i)
+		d.refMore[k][off] = v
 	}
 }
 
@@ -42,15 +81,16 @@ func (d *Decoder) ref(i int) any {
 	if i < len(d.refInline) {
 		return d.refInline[i]
 	}
-	return d.refMore[i-len(d.refInline)]
+	k, off := refAt(i)
+	return d.refMore[k][off]
 }
 
-// truncRefs forgets the references from n on (DecodeStringMap's retry).
+// truncRefs forgets the references from n on (DecodeStringMap's retry). The
+// chunks stay, for the references made next.
 func (d *Decoder) truncRefs(n int) {
-	for i := n; i < min(d.nrefs, len(d.refInline)); i++ {
-		d.refInline[i] = nil
+	for i := n; i < d.nrefs; i++ {
+		d.setRef(i, nil)
 	}
-	d.refMore = d.refMore[:max(0, n-len(d.refInline))]
 	d.nrefs = n
 }
 
@@ -168,7 +208,13 @@ func (d *Decoder) object(depth int) (any, error) {
 	case c.enum:
 		return d.enumConst(c, depth)
 	case c.typ == nil:
-		m := make(map[string]any, len(c.fields)+1)
+		// Made at its final size: its tables are allocated now, and
+		// never grow (a repeated field name only makes it smaller).
+		hint := len(c.fields) + 1
+		if err := d.spend(presizedMapCost(hint, costMapSlot)); err != nil {
+			return nil, err
+		}
+		m := make(map[string]any, hint)
 		m[classKey] = c.name
 		d.addRef(m)
 		for _, f := range c.fields {
@@ -176,13 +222,7 @@ func (d *Decoder) object(depth int) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			n := len(m)
 			m[f] = v
-			if len(m) > n {
-				if err := d.spendEntry(n); err != nil {
-					return nil, err
-				}
-			}
 		}
 		return m, nil
 	}
@@ -390,12 +430,16 @@ func (d *Decoder) assign(dst reflect.Value, v any, depth int) error {
 		}
 	case reflect.Map:
 		if rv.Kind() == reflect.Map {
+			// Made at its final size: charged its tables at once, each
+			// slot its key, value and control byte, rounded as
+			// costMapSlot is.
+			slot := (int64(dt.Key().Size()+dt.Elem().Size()) + 1) * 9 / 8
+			if err := d.spend(presizedMapCost(rv.Len(), slot)); err != nil {
+				return err
+			}
 			out := reflect.MakeMapWithSize(dt, rv.Len())
 			it := rv.MapRange()
 			for it.Next() {
-				if err := d.spend(costMapEntry); err != nil {
-					return err
-				}
 				k := reflect.New(dt.Key()).Elem()
 				if err := d.assign(k, it.Key().Interface(), depth+1); err != nil {
 					return err
