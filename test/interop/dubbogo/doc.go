@@ -7,6 +7,7 @@
 //
 //	String echo(String)
 //	org.weft.bench.User getUser(long)
+//	org.weft.bench.User echoUser(org.weft.bench.User)
 //	void fail(String)
 //
 // # How dubbo-go is driven, and its pitfalls (v3.3.1)

@@ -77,6 +77,18 @@ func (*EchoService) GetUser(_ context.Context, id int64) (*User, error) {
 	return NewUser(id), nil
 }
 
+// EchoUser returns u with "!" added to its name: a method with a POJO
+// argument, which a generic caller passes as a map with "class" (dubbo-go's
+// generic filter realizes it into a User).
+func (*EchoService) EchoUser(_ context.Context, u *User) (*User, error) {
+	if u == nil {
+		return nil, errors.New("echoUser: null user")
+	}
+	out := *u
+	out.Name += "!"
+	return &out, nil
+}
+
 // Fail always returns an error whose message contains s. dubbo-go sends a
 // plain Go error as a hessian2 java.lang.Throwable whose detailMessage is
 // err.Error().
