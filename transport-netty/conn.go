@@ -154,7 +154,9 @@ type Conn struct {
 	pauseReads bool
 	paused     atomic.Bool
 	rsignal    chan struct{}
-	control    int // control frames queued since the queue was last empty, under wmu
+	control    int         // control frames queued since the queue was last empty, under wmu
+	longNow    bool        // len(wbuf) > pauseReadAt, under wmu...
+	long       atomic.Bool // ...and for the read loop, without the lock
 
 	attrs  sync.Map
 	remote string
@@ -366,6 +368,7 @@ func (c *Conn) Send(msg any) error {
 	switch {
 	case c.flushing || c.raw == nil || c.coming.Load() > c.comingOver:
 		c.wbuf = append(c.wbuf, frame...)
+		c.noteLen()
 	case len(c.wbuf) == 0:
 		// Write the caller's own frame directly from its encoding buffer: no
 		// copy into the queue.
@@ -379,6 +382,7 @@ func (c *Conn) Send(msg any) error {
 		c.flushing = true
 		inline, c.wbuf, c.spare = c.wbuf, c.spare[:0], nil
 		took = true
+		c.noteLen()
 	}
 	c.wmu.Unlock()
 	if took {
@@ -416,6 +420,16 @@ func (c *Conn) SendControl(msg any) error {
 		return err
 	}
 	return c.Send(msg)
+}
+
+// noteLen keeps long, the read loop's lock-free hint that the queue is
+// over pauseReadAt, after the queue changed (under wmu); it writes the
+// shared flag only when the answer changes.
+func (c *Conn) noteLen() {
+	if l := len(c.wbuf) > pauseReadAt; l != c.longNow {
+		c.longNow = l
+		c.long.Store(l)
+	}
 }
 
 // wakeReader tells a read loop paused for a long queue that a writer took
@@ -488,6 +502,7 @@ func (c *Conn) writeNow(buf []byte, took bool) {
 		rest := append(c.spare[:0], buf[n:]...)
 		c.spare = nil
 		c.wbuf = append(rest, c.wbuf...)
+		c.noteLen()
 	}
 	if took && c.spare == nil && cap(buf) <= 4<<20 {
 		c.spare = buf[:0]
@@ -549,6 +564,7 @@ func (c *Conn) writeLoop() {
 		buf := c.wbuf
 		c.wbuf = c.spare[:0]
 		c.spare = nil
+		c.noteLen()
 		c.wmu.Unlock()
 		c.wakeReader()
 		if err := c.write(buf); err != nil {
@@ -659,7 +675,7 @@ func (c *Conn) readLoop(buf []byte) {
 				buf = nb
 			}
 		}
-		if c.pauseReads && c.Queued() > pauseReadAt && !c.waitQueue() {
+		if c.pauseReads && c.long.Load() && !c.waitQueue() {
 			c.fail(nil)
 			return
 		}
