@@ -123,7 +123,8 @@ func TestAnswersToPeerThatNeverReadsAreBoundedAndClosed(t *testing.T) {
 // frame's allowance passes, and the bytes it trickles do not count as
 // activity for the idle rule.
 func TestTrickledFrameIsClosed(t *testing.T) {
-	defer func(b, w time.Duration) { frameReadBase, watchInterval = b, w }(frameReadBase, watchInterval)
+	b, w := frameReadBase, watchInterval
+	t.Cleanup(func() { frameReadBase, watchInterval = b, w }) // after the server's
 	frameReadBase, watchInterval = 300*time.Millisecond, 50*time.Millisecond
 	es, _ := serve(t, testCodec{}, ServerOptions{})
 	nc, err := net.Dial("tcp", es.Addr())
@@ -217,7 +218,8 @@ func TestOneConnectionLeavesThreadsForOthers(t *testing.T) {
 // sender's non-blocking write on the idle connection, after the deadline
 // would have passed, goes out (it failed with "i/o timeout" before).
 func TestWriteDeadlineDoesNotOutliveItsWrite(t *testing.T) {
-	defer func(d time.Duration) { writeStall = d }(writeStall)
+	d := writeStall
+	t.Cleanup(func() { writeStall = d }) // after the server's
 	writeStall = 20 * time.Millisecond
 	es, _ := serve(t, testCodec{}, ServerOptions{})
 	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
@@ -228,5 +230,51 @@ func TestWriteDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if resp, err := c.Request(t.Context(), "after", time.Second); err != nil || resp.Status != StatusOK {
 		t.Fatalf("a call after the deadline passed: %+v %v", resp, err)
+	}
+}
+
+// Frames larger than the read buffer share a server-wide budget: while one
+// connection's unfinished frame holds it, another's large frame waits (its
+// peer held back by TCP), and goes on once the first ends; a frame alone
+// always fits.
+func TestLargeFramesShareAServerBudget(t *testing.T) {
+	b, f, w := maxBigRead, frameReadBase, watchInterval
+	t.Cleanup(func() { maxBigRead, frameReadBase, watchInterval = b, f, w }) // after the server's
+	maxBigRead, frameReadBase, watchInterval = 600<<10, time.Second, 50*time.Millisecond
+	es, _ := serve(t, testCodec{}, ServerOptions{})
+	// The hog: most of a 500 KiB frame, never finished.
+	hog, err := net.Dial("tcp", es.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	big := rawFrame(kindReq, 1, 1, strings.Repeat("h", 500<<10))
+	hog.Write(big[:len(big)-10])
+	hc := serverConnOf(t, es)
+	for deadline := time.Now().Add(2 * time.Second); es.srv.big.held() == 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	}
+	// A second large call, sent later, waits for the budget, then is
+	// served once the hog is closed by its frame's allowance.
+	time.Sleep(500 * time.Millisecond)
+	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
+	start := time.Now()
+	resp, err := c.Request(t.Context(), strings.Repeat("c", 300<<10), 5*time.Second)
+	took := time.Since(start)
+	if err != nil || resp.Status != StatusOK {
+		t.Fatalf("the second large call, after %v: %v %v", took, resp, err)
+	}
+	select {
+	case <-hc.Done():
+	default:
+		t.Fatal("answered while the hog still held the budget")
+	}
+	t.Logf("answered after %v (the hog closed by its allowance)", took)
+	if n := es.srv.big.held(); n != 0 {
+		t.Fatalf("%d bytes of the budget still held", n)
+	}
+	// Alone, a frame over the budget fits.
+	resp, err = c.Request(t.Context(), strings.Repeat("a", 1<<20), 5*time.Second)
+	if err != nil || resp.Status != StatusOK {
+		t.Fatalf("a lone frame over the budget: %v %v", resp, err)
 	}
 }

@@ -154,9 +154,13 @@ type Conn struct {
 	pauseReads bool
 	paused     atomic.Bool
 	rsignal    chan struct{}
-	control    int         // control frames queued since the queue was last empty, under wmu
-	longNow    bool        // len(wbuf) > pauseReadAt, under wmu...
-	long       atomic.Bool // ...and for the read loop, without the lock
+	control    int // control frames queued since the queue was last empty, under wmu
+	// big is the server's budget for grown read buffers, nil on clients;
+	// bigHeld what this connection's holds of it (the read loop's).
+	big     *bigBudget
+	bigHeld int64
+	longNow bool        // len(wbuf) > pauseReadAt, under wmu...
+	long    atomic.Bool // ...and for the read loop, without the lock
 
 	attrs  sync.Map
 	remote string
@@ -612,6 +616,76 @@ func (c *Conn) write(buf []byte) error {
 	return nil
 }
 
+// bigBudget bounds the memory a server's connections hold in read buffers
+// grown past readBufSize for frames larger than it, all connections
+// together: a frame of the payload limit (8 MiB by default) is sent by
+// whoever wants, slowly, on as many connections as it likes, and each
+// would hold its whole size until the frame-read allowance ends it (before
+// issue 22, eight connections pinned 64 MiB and a thousand would pin
+// gigabytes). A connection whose frame does not fit waits (not reading:
+// its peer is held back by TCP) until others finish theirs, within its
+// frame-read allowance: a peer sending at 1 MiB/s or more finishes its frame
+// in a fraction of it, so legitimate large frames wait for each other
+// briefly, while a hostile holder is closed when its allowance ends. A
+// frame alone always fits, whatever its size.
+type bigBudget struct {
+	mu    sync.Mutex
+	cond  chan struct{} // closed and replaced when memory is released
+	used  int64
+	limit int64
+}
+
+// maxBigRead is a server's bigBudget (a variable for tests).
+var maxBigRead int64 = 32 << 20
+
+func newBigBudget(limit int64) *bigBudget {
+	return &bigBudget{limit: limit, cond: make(chan struct{})}
+}
+
+// acquire takes n more bytes for a connection holding own already,
+// waiting while others hold too much; false when done closes first.
+func (b *bigBudget) acquire(n, own int64, done <-chan struct{}) bool {
+	for {
+		b.mu.Lock()
+		if b.used == own || b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		wait := b.cond
+		b.mu.Unlock()
+		select {
+		case <-wait:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// held is what the connections hold now.
+func (b *bigBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+func (b *bigBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	close(b.cond)
+	b.cond = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// releaseBig gives back what the read buffer held of the server's
+// bigBudget (the read loop's; or after both loops ended).
+func (c *Conn) releaseBig() {
+	if c.big != nil && c.bigHeld > 0 {
+		c.big.release(c.bigHeld)
+		c.bigHeld = 0
+	}
+}
+
 // frameReadAllowance is how long a frame of n bytes (0: not known) may take
 // to arrive once its first byte has: 10 s, plus a second per MiB (a peer
 // sending at 1 MiB/s or faster always completes). A peer trickling bytes
@@ -654,6 +728,7 @@ func (c *Conn) readLoop(buf []byte) {
 				// A big frame is done: do not keep its buffer for the
 				// life of the connection.
 				buf = make([]byte, readBufSize)
+				c.releaseBig()
 			}
 		}
 		if end == len(buf) {
@@ -670,6 +745,11 @@ func (c *Conn) readLoop(buf []byte) {
 						size = n
 					}
 				}
+				if c.big != nil && !c.big.acquire(int64(size-len(buf)), c.bigHeld, c.done) {
+					c.fail(nil) // closed while it waited
+					return
+				}
+				c.bigHeld += int64(size - len(buf))
 				nb := make([]byte, size)
 				copy(nb, buf[:end])
 				buf = nb
@@ -849,6 +929,7 @@ func (c *Conn) fail(err error) {
 			// The handler hears of the close once both loops have stopped, so
 			// it never sees a message after Disconnected.
 			c.loops.Wait()
+			c.releaseBig()
 			c.handler.Disconnected(c)
 		}()
 	})

@@ -61,7 +61,7 @@ func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler exten
 		return nil, fmt.Errorf("weft: listen on %s: %w", addr, err)
 	}
 	s := &Server{ln: ln, codec: codec, handler: handler, log: t.log, conns: map[*Conn]struct{}{}, done: make(chan struct{}),
-		accepts: int(url.ParamInt(KeyAccepts, 0))}
+		accepts: int(url.ParamInt(KeyAccepts, 0)), big: newBigBudget(maxBigRead)}
 	if t.tls != nil {
 		s.tls = t.tls.server(t.alpn)
 	}
@@ -130,6 +130,8 @@ type Server struct {
 	// handshaking counts TLS handshakes under way, which count against
 	// accepts too.
 	handshaking atomic.Int64
+	// big bounds the read buffers its connections grow for large frames.
+	big *bigBudget
 }
 
 // KeyAccepts is Dubbo's protocol key for the most connections a server
@@ -259,6 +261,7 @@ func (s *Server) serve(nc net.Conn) bool {
 	c.inliner, _ = s.handler.(Inliner) // the exchange server serves inline
 	c.preparer, _ = s.handler.(Preparer)
 	c.pauseReads = true
+	c.big = s.big
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
