@@ -40,6 +40,8 @@ func invoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, `usage: weft invoke [flags] dubbo|tri://HOST:PORT/INTERFACE METHOD '[JSON ARGS]'
 
 METHOD is called generically ($invoke), or $echo directly: weft invoke URL '$echo' '["ping"]'.
+A POJO argument is a JSON object with its Java class under "class", which is also
+its parameter type unless -types says otherwise: '[{"class":"org.example.User","id":1}]'.
 The result is printed as JSON on stdout; attachments the provider sent back, on stderr.`)
 		fs.PrintDefaults()
 	}

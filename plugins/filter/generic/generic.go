@@ -133,9 +133,10 @@ func genericException(err error) error {
 var genericExceptionClass = hessian2.NewGenericException("", "").JavaClassName()
 
 // asList reads $invoke's parameter types or arguments: a list in any of the
-// forms consumers send — untyped (dubbo-go, weft), Java's Object[] as a typed
-// list "[object" (decoded as []hessian2.Object), String[], or any other typed
-// array.
+// forms consumers send — Java's Object[] as a typed list "[object" (decoded
+// as []hessian2.Object: Java's GenericService, dubbo-go's generic reference,
+// weft's generic consumer), String[], any other typed array, or an untyped
+// list (weft before it sent Object[], other Hessian peers).
 func asList(v any) ([]any, error) {
 	switch l := v.(type) {
 	case nil:
