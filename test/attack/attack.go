@@ -100,6 +100,7 @@ func Cases() []Case {
 	return []Case{
 		{Name: "heartbeat flood, never read", Proto: "dubbo", Conns: 2, For: 6 * time.Second, attack: dubboFlood(heartbeat)},
 		{Name: "large answers, never read", Proto: "dubbo", Conns: 2, For: 8 * time.Second, attack: dubboFlood(echoRequest(64 << 10))},
+		{Name: "unfinished bodies", Proto: "dubbo", Conns: 8, For: 22 * time.Second, CloseWithin: 30 * time.Second, attack: dubboUnfinished},
 		{Name: "slowloris, 1000 connections", Proto: "dubbo", Conns: 1000, For: 16 * time.Second, CloseWithin: 30 * time.Second, attack: dubboSlowloris},
 		{Name: "PING flood, never read", Proto: "tri", Conns: 2, For: 6 * time.Second, attack: h2Flood(pingFrames)},
 		{Name: "SETTINGS flood, never read", Proto: "tri", Conns: 2, For: 6 * time.Second, attack: h2Flood(settingsFrames)},
@@ -390,6 +391,23 @@ func dubboFlood(frame []byte) func(context.Context, net.Conn) error {
 func dubboSlowloris(ctx context.Context, nc net.Conn) error {
 	frame := echoRequest(1000)
 	return trickle(ctx, nc, frame)
+}
+
+// dubboUnfinished sends all but the last KiB of a call just under the
+// payload limit (8 MiB) and waits: what a provider that buffers a frame
+// until it ends must hold for it.
+func dubboUnfinished(ctx context.Context, nc net.Conn) error {
+	frame := echoRequest(8<<20 - 1024)
+	closed := drain(nc)
+	if _, err := nc.Write(frame[:len(frame)-1024]); err != nil {
+		return err
+	}
+	select {
+	case err := <-closed:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // trickle writes frame a byte a second, and reports the provider's close
