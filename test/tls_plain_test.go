@@ -3,8 +3,11 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/internal/testpki"
@@ -71,9 +74,11 @@ consumer:
 }
 
 // A plaintext consumer of a TLS tri port is told why, as on the dubbo
-// port: the server answers its HTTP/2 preface with SETTINGS and a GOAWAY
+// port: the server answers its HTTP/2 preface in HTTP/2 (its call with
+// status UNAVAILABLE, the connection with GOAWAY INADEQUATE_SECURITY),
 // saying it takes TLS only and what to configure. The consumer's first
-// call and the next ones (on a connection closed already) both say so.
+// call and the next ones (on a connection closed already, or a new one)
+// all say so.
 func TestPlainConsumerOfTLSTriple(t *testing.T) {
 	noLeaks(t)
 	addrs := tlsVaultProvider(t)
@@ -91,12 +96,47 @@ consumer:
 		}
 		msg := err.Error()
 		if kernel.CodeOf(err) != kernel.CodeNetwork || !strings.Contains(msg, "server "+addrs["tri"]+" takes TLS connections only") ||
-			!strings.Contains(msg, "configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer") ||
-			!strings.Contains(msg, "GOAWAY INADEQUATE_SECURITY") {
+			!strings.Contains(msg, "configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer") {
 			t.Fatalf("call %d: want the cause named: %v", i, err)
 		}
 		if n := strings.Count(msg, "weft: network:"); n != 1 {
 			t.Errorf("call %d: the error says its code %d times: %v", i, n, err)
 		}
+	}
+
+	// A consumer that connects and calls only after the server's wait for
+	// a call (a second) has passed: its connection got the GOAWAY alone,
+	// and the call says what it said.
+	var late tokenClient
+	startApp(t, fmt.Sprintf(`
+consumer:
+  references:
+    vault: {interface: org.weft.Vault, url: "tri://%s", retries: 0}
+`, addrs["tri"]), weft.WithReference("vault", &late))
+	time.Sleep(1500 * time.Millisecond)
+	_, err := late.Secret(context.Background(), "mallory")
+	t.Logf("a call after the wait: %v", err)
+	if kernel.CodeOf(err) != kernel.CodeNetwork || !strings.Contains(fmt.Sprint(err), "GOAWAY INADEQUATE_SECURITY: server "+addrs["tri"]+" takes TLS connections only") {
+		t.Fatalf("a call after the wait: %v; want the GOAWAY's cause", err)
+	}
+}
+
+// An HTTP/1.1 client (curl http://) on a TLS tri port gets a 400 that says
+// why, as Go's HTTPS server answers one.
+func TestPlainHTTP1OnTLSTriple(t *testing.T) {
+	noLeaks(t)
+	addrs := tlsVaultProvider(t)
+	nc, err := net.DialTimeout("tcp", addrs["tri"], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(nc, "POST /org.weft.Vault/secret HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n[]"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(nc)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 400 ") || !strings.Contains(string(b), "server "+addrs["tri"]+" takes TLS connections only") {
+		t.Fatalf("an HTTP/1.1 request on a TLS port was answered %q", b)
 	}
 }

@@ -43,13 +43,18 @@ func (c TLSConfig) IsZero() bool {
 
 // PlainRefuser is a Codec that recognises, in the first 16 bytes a client
 // sent to a TLS server, a client of its protocol that did not start TLS,
-// and answers it in that protocol with why (HTTP/2: SETTINGS and a GOAWAY
-// whose debug data says it), so that the client reports the cause rather
-// than a bare close. why says what the server takes and what to configure,
-// without a "weft: <code>:" prefix. Codecs that answer with a Response of
-// their own implement extension.RequestPeeker instead.
+// and answers it in that protocol with why (HTTP/2: its first call gets an
+// error status and the connection a GOAWAY saying it), so that the client
+// reports the cause rather than a bare close. It returns false, having
+// read and written nothing, for bytes that are not its protocol's. rw reads what the client sent (from its
+// first byte) and writes to it, bounded by deadlines the server set (reads
+// a second, writes two, so that an answer still goes out once a read
+// timed out), and the server closes the connection after. why says
+// what the server takes and what to configure, without a "weft: <code>:"
+// prefix. Codecs that answer with a Response of their own implement
+// extension.RequestPeeker instead.
 type PlainRefuser interface {
-	RefusePlain(first16 []byte, why string) (answer []byte, ok bool)
+	RefusePlain(rw io.ReadWriter, first16 []byte, why string) bool
 }
 
 // TLS is the material of a TLSConfig, kept current: files are checked for

@@ -298,27 +298,32 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 	nc.SetReadDeadline(time.Now().Add(tlsHandshakeTimeout))
 	if hdr, err := pc.r.Peek(16); err == nil {
 		why := "server " + s.Addr().String() + " takes TLS connections only: configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer"
-		var answer []byte
 		plain := false
 		if r, ok := s.codec.(PlainRefuser); ok {
-			answer, plain = r.RefusePlain(hdr, why)
+			// It may wait a second for the client's first call; its
+			// answer still goes out after that wait.
+			nc.SetReadDeadline(time.Now().Add(time.Second))
+			nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			plain = r.RefusePlain(struct {
+				io.Reader
+				io.Writer
+			}{pc.r, nc}, hdr, why)
 		} else if peeker, ok := s.codec.(extension.RequestPeeker); ok {
 			var id uint64
 			if id, plain = peeker.PeekRequest(hdr); plain {
-				answer, _ = s.codec.Encode(nil, &Response{ID: id, Status: StatusClientError, ErrMsg: "weft: network: " + why})
+				if answer, err := s.codec.Encode(nil, &Response{ID: id, Status: StatusClientError, ErrMsg: "weft: network: " + why}); err == nil {
+					nc.SetWriteDeadline(time.Now().Add(time.Second))
+					nc.Write(answer)
+				}
 			}
 		}
 		if plain {
-			if len(answer) > 0 {
-				nc.SetWriteDeadline(time.Now().Add(time.Second))
-				nc.Write(answer)
-			}
 			lingerClose(nc, pc.r)
 			s.logHandshake(nc, errors.New("a plain (non-TLS) client"))
 			return nil
 		}
 	}
-	nc.SetReadDeadline(time.Time{})
+	nc.SetDeadline(time.Time{}) // ctx bounds the handshake
 	tc := tls.Server(pc, s.tls)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()

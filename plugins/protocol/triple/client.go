@@ -83,17 +83,17 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 	return appendData(dst, 0, call.msg, defaultMaxFrame, true), nil
 }
 
-// Decode is codec's, but a GOAWAY with an error code that took no stream
-// (a server refusing the connection: a TLS port this client called in
-// plaintext, or a client it found abusive) ends the connection at once with
-// the server's reason as its cause: the exchange client gives it to the
-// calls that find the connection closed, not only to those in flight.
+// Decode is codec's, but a GOAWAY with an error code (a server ending the
+// connection for an error: a TLS port this client called in plaintext, a
+// client it found abusive) ends the connection at once with the server's
+// reason as its cause, which the exchange client gives to the calls in
+// flight and to those that find the connection closed. Nothing is lost by
+// not waiting: after such a GOAWAY the server closes the connection (RFC
+// 9113 §5.4.1), and what it sent before was read before it.
 func (c *clientCodec) Decode(src []byte) (any, int, error) {
 	msg, n, err := c.codec.Decode(src)
 	if f, ok := msg.(*frame); ok && f.typ == frameGoAway && f.stream == 0 && len(f.payload) >= 8 {
-		last := binary.BigEndian.Uint32(f.payload) & 0x7fffffff
-		code := binary.BigEndian.Uint32(f.payload[4:])
-		if code != errNo && last == 0 {
+		if code := binary.BigEndian.Uint32(f.payload[4:]); code != errNo {
 			return nil, 0, &netty.FrameError{Close: true, Msg: f,
 				Err: errors.New(goAwayText(code, string(f.payload[8:min(len(f.payload), 8+256)])))}
 		}
@@ -513,6 +513,9 @@ func (cc *clientConn) goAway(f *frame) {
 		cc.finish(st, kernel.Errorf(kernel.CodeNetwork, "provider %s is going away (GOAWAY code %d %q) and did not take the call; retry on another provider",
 			cc.conn.RemoteAddrString(), code, debug))
 	}
+	if why != "" {
+		return // the read loop closes the connection, with why (Decode)
+	}
 	cc.closeIfDrained()
 	// A server that never finishes its streams does not keep the
 	// connection: each call ends by its own deadline anyway.
@@ -527,7 +530,10 @@ const drainMax = time.Minute
 // last stream ended; the exchange client then reconnects.
 func (cc *clientConn) closeIfDrained() {
 	cc.mu.Lock()
-	done := cc.draining && len(cc.streams) == 0
+	// After an error GOAWAY the read loop closes the connection itself,
+	// with the server's reason as its cause, which a plain Close here
+	// would race and lose.
+	done := cc.draining && cc.goAwayWhy == "" && len(cc.streams) == 0
 	cc.mu.Unlock()
 	if done {
 		go cc.conn.Close()
