@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,11 @@ type client struct {
 	// keeper reads it to notice a new session after an expiry.
 	sessions chan struct{}
 	zlog     *zkLogger
+
+	// up is closed, and replaced, whenever the connection comes back
+	// (see reconnected); under upMu.
+	upMu sync.Mutex
+	up   chan struct{}
 
 	hadSession atomic.Bool // a session was up and no disconnect was seen since
 	everUp     atomic.Bool // a session was up once: later ones are reconnections
@@ -103,7 +109,7 @@ func dial(u *kernel.URL, log *slog.Logger, what string) (*client, error) {
 	if timeout <= 0 || session <= 0 {
 		return nil, fmt.Errorf("zookeeper: %s %s: timeout and session must be positive milliseconds (got %d and %d)", what, where, timeout, session)
 	}
-	c := &client{where: where, log: log, sessions: make(chan struct{}, 1), zlog: &zkLogger{log: log}}
+	c := &client{where: where, log: log, sessions: make(chan struct{}, 1), zlog: &zkLogger{log: log}, up: make(chan struct{})}
 	c.acl = zk.WorldACL(zk.PermAll)
 	if u.Username != "" {
 		// Java's Curator client: digest auth with user:password, and
@@ -156,6 +162,10 @@ func (c *client) onEvent(ev zk.Event) {
 			case c.sessions <- struct{}{}:
 			default:
 			}
+			c.upMu.Lock()
+			close(c.up)
+			c.up = make(chan struct{})
+			c.upMu.Unlock()
 		}
 	case zk.StateDisconnected:
 		if c.hadSession.Swap(false) {
@@ -166,6 +176,21 @@ func (c *client) onEvent(ev zk.Event) {
 	case zk.StateAuthFailed:
 		c.log.Error("zookeeper authentication failed", "servers", c.where)
 	}
+}
+
+// reconnected returns a channel closed when the connection next comes back
+// with a session, the same one or a new one. A watcher takes it before it
+// arms its watch, and arms a fresh one when it is closed: go-zookeeper
+// v1.0.4 hands the server the watches it holds after a reconnect
+// (SetWatches) from a goroutine that only logs a failure ("Failed to set
+// previous watches"), and after a ZooKeeper restart a watch the server
+// never got back never fires, while the client believes it armed. Under
+// load, with the server restarted twice in a row, that is what lost the
+// consumers' provider watches.
+func (c *client) reconnected() <-chan struct{} {
+	c.upMu.Lock()
+	defer c.upMu.Unlock()
+	return c.up
 }
 
 func (c *client) close() {

@@ -180,6 +180,7 @@ func (c *ConfigCenter) AddListener(key, group string, l extension.ConfigListener
 	}
 	w := &watch{key: key, group: group, path: path, stop: make(chan struct{})}
 	w.listeners.Add(l, nil)
+	up := c.c.reconnected() // see run
 	content, present, ch, err := c.read(path)
 	if err != nil {
 		return fmt.Errorf("zookeeper: watch %s at %s: %w", path, c.c.where, err)
@@ -187,7 +188,7 @@ func (c *ConfigCenter) AddListener(key, group string, l extension.ConfigListener
 	w.listeners.Record(docState{content, present}, nil) // the state changes are told against
 	c.watches[path] = w
 	c.wg.Add(1)
-	go c.run(w, ch)
+	go c.run(w, ch, up)
 	return nil
 }
 
@@ -216,9 +217,10 @@ func (c *ConfigCenter) read(path string) (content string, present bool, ch <-cha
 	}
 }
 
-// run re-reads w's document after every event until w stops, and tells
-// the listeners when it differs from what they last heard.
-func (c *ConfigCenter) run(w *watch, ch <-chan zk.Event) {
+// run re-reads w's document after every event, and after every reconnect
+// (see client.reconnected), until w stops, and tells the listeners when it
+// differs from what they last heard.
+func (c *ConfigCenter) run(w *watch, ch <-chan zk.Event, up <-chan struct{}) {
 	defer c.wg.Done()
 	for {
 		select {
@@ -226,6 +228,8 @@ func (c *ConfigCenter) run(w *watch, ch <-chan zk.Event) {
 			return
 		case <-c.stop:
 			return
+		case <-up:
+			c.log.Debug("zookeeper connection back: reading the document and arming its watch again", "node", w.path)
 		case ev := <-ch:
 			if ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) {
 				return
@@ -236,6 +240,7 @@ func (c *ConfigCenter) run(w *watch, ch <-chan zk.Event) {
 		}
 		var wait time.Duration
 		for {
+			up = c.c.reconnected() // before the read: see Registry.watch
 			content, present, next, err := c.read(w.path)
 			if err == nil {
 				ch = next

@@ -473,6 +473,7 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 	w.listeners.Add(l, w.notify)
 	d.watches[app] = w
 	d.mu.Unlock()
+	up := d.c.reconnected() // see run
 	if err := w.sync(); err != nil {
 		d.mu.Lock()
 		if d.watches[app] == w {
@@ -484,7 +485,7 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 	}
 	w.deliver()
 	d.wg.Add(1)
-	go w.run()
+	go w.run(up)
 	return nil
 }
 
@@ -583,8 +584,10 @@ func (w *appWatch) sync() error {
 	return errors.Join(errs...)
 }
 
-// run follows the watch channels' firings until the watch stops.
-func (w *appWatch) run() {
+// run follows the watch channels' firings until the watch stops. After
+// every reconnect (see client.reconnected) it arms every watch afresh and
+// reads the instances again, whatever the server lost meanwhile.
+func (w *appWatch) run(up <-chan struct{}) {
 	defer w.d.wg.Done()
 	var wait time.Duration
 	var retry <-chan time.Time
@@ -594,6 +597,12 @@ func (w *appWatch) run() {
 			return
 		case <-w.d.stop:
 			return
+		case <-up:
+			w.d.log.Debug("zookeeper connection back: reading the instances and arming their watches again", "node", w.path)
+			w.childArmed = false
+			for _, n := range w.nodes {
+				n.armed = false
+			}
 		case <-retry:
 		case e := <-w.events:
 			if e.ev.Type == zk.EventNotWatching && errors.Is(e.ev.Err, zk.ErrClosing) {
@@ -612,6 +621,7 @@ func (w *appWatch) run() {
 			}
 		}
 		retry = nil
+		up = w.d.c.reconnected() // before sync: a reconnect during it arms again
 		if err := w.sync(); err != nil {
 			if errors.Is(err, zk.ErrClosing) {
 				return

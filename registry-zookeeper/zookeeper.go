@@ -274,6 +274,7 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 
 	// The first list is read here, so the caller has it when Subscribe
 	// returns; the watch it arms goes to the goroutine.
+	up := r.c.reconnected()
 	ch, err := r.read(s)
 	if err != nil {
 		r.mu.Lock()
@@ -284,7 +285,7 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 		return fmt.Errorf("zookeeper: subscribe %s: read %s at %s: %w", key, s.path, r.c.where, err)
 	}
 	r.wg.Add(1)
-	go r.watch(s, ch)
+	go r.watch(s, ch, up)
 	return nil
 }
 
@@ -309,8 +310,12 @@ func (r *Registry) read(s *subscription) (<-chan zk.Event, error) {
 }
 
 // watch re-reads s's providers after every child event until s stops. A
-// watch the session took with it (expiry) is armed again on the new one.
-func (r *Registry) watch(s *subscription, ch <-chan zk.Event) {
+// watch the session took with it (expiry) is armed again on the new one,
+// and so is a watch after every reconnect (see client.reconnected), the
+// list read again: whatever the server lost meanwhile, the watch is armed
+// once the connection is back, and a read that fails is retried until one
+// succeeds.
+func (r *Registry) watch(s *subscription, ch <-chan zk.Event, up <-chan struct{}) {
 	defer r.wg.Done()
 	for {
 		select {
@@ -318,6 +323,8 @@ func (r *Registry) watch(s *subscription, ch <-chan zk.Event) {
 			return
 		case <-r.stop:
 			return
+		case <-up:
+			r.log.Debug("zookeeper connection back: reading the providers and arming their watch again", "node", s.path)
 		case ev := <-ch:
 			if ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) {
 				return
@@ -328,6 +335,9 @@ func (r *Registry) watch(s *subscription, ch <-chan zk.Event) {
 		}
 		var wait time.Duration
 		for {
+			// Taken before the read: a reconnect during or after it
+			// makes the loop read again.
+			up = r.c.reconnected()
 			next, err := r.read(s)
 			if err == nil {
 				ch = next
