@@ -42,6 +42,7 @@ const (
 	errFrameSize          = 0x6
 	errRefusedStream      = 0x7
 	errCancel             = 0x8
+	errCompression        = 0x9
 	errEnhanceYourCalm    = 0xb
 	frameHeaderLen        = 9
 	defaultMaxFrame       = 16384

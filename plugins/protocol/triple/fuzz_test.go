@@ -28,6 +28,11 @@ func (r *recorder) Send(msg any) error {
 
 func (r *recorder) CloseGracefully(time.Duration) { r.closed = true }
 
+func (r *recorder) Close() error { r.closed = true; return nil }
+
+// Queued says the peer reads everything at once.
+func (r *recorder) Queued() int { return 0 }
+
 // seedCall is a well-formed connection: preface, SETTINGS, one call.
 func seedCall(extra ...func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer)) []byte {
 	var out bytes.Buffer
@@ -71,7 +76,8 @@ func FuzzFraming(f *testing.F) {
 		"POST /a/b HTTP/1.1\r\nContent-Length: 9\r\n\r\n[1,{},[]]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := &recorder{}
-		sc := newServerConn(&framing{payload: 1 << 16}, w)
+		f := &framing{payload: 1 << 16}
+		sc := newServerConn(f, w)
 		cd := &codec{maxFrame: defaultMaxFrame, maxBody: 1 << 16}
 		for len(data) > 0 && !w.closed {
 			msg, n, err := cd.Decode(data)
@@ -115,8 +121,13 @@ func FuzzFraming(f *testing.F) {
 				c.answer(http1Answer(200, nil, false))
 			}
 		}
-		if sc.buffered < 0 || sc.buffered > maxBuffered || len(sc.streams) > maxStreams {
-			t.Fatalf("state out of bounds: %d bytes buffered, %d streams", sc.buffered, len(sc.streams))
+		if b := f.buffered.Load(); b < 0 || b > f.budget() || len(sc.streams) > defaultMaxStreams || sc.connHeld.Load() > connRecvWindow {
+			t.Fatalf("state out of bounds: %d bytes buffered, %d streams, %d bytes of the window held", b, len(sc.streams), sc.connHeld.Load())
+		}
+		// The connection ends: what its streams held goes back.
+		sc.disconnected()
+		if b := f.buffered.Load(); b != 0 {
+			t.Fatalf("%d bytes still counted in the server's budget after the connection closed", b)
 		}
 	})
 }

@@ -59,8 +59,13 @@ func decodeHTTP1(src []byte, maxBody int) (any, int, error) {
 	lines := strings.Split(string(src[:end]), "\r\n")
 	parts := strings.Split(lines[0], " ")
 	if len(parts) != 3 || !strings.HasPrefix(parts[2], "HTTP/1.") {
-		return nil, 0, &netty.FrameError{Close: true, Msg: &http1Request{bad: "malformed request line", badStatus: 400},
-			Err: fmt.Errorf("weft: triple: malformed HTTP/1.1 request line %q (Triple speaks HTTP/2, and HTTP/1.1 for unary JSON calls)", cut(lines[0]))}
+		err := fmt.Errorf("weft: triple: malformed HTTP/1.1 request line %q (Triple speaks HTTP/2, and HTTP/1.1 for unary JSON calls)", cut(lines[0]))
+		if !strings.HasPrefix(parts[len(parts)-1], "HTTP/1.") {
+			// No HTTP/1.x version: not HTTP at all (an invalid HTTP/2
+			// preface too), so no HTTP answer, only the close.
+			return nil, 0, &netty.FrameError{Close: true, Err: err}
+		}
+		return nil, 0, &netty.FrameError{Close: true, Msg: &http1Request{bad: "malformed request line", badStatus: 400}, Err: err}
 	}
 	r := &http1Request{method: parts[0], path: parts[1], headers: make(map[string]string, len(lines)), close: parts[2] == "HTTP/1.0"}
 	for _, l := range lines[1:] {

@@ -155,7 +155,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 				Heartbeat: time.Duration(u.ParamInt("heartbeat", int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
 				Framing: func(es *netty.ExchangeServer) extension.ChannelHandler {
-					return &framing{es: es, srv: s, payload: payload}
+					return newFraming(es, s, u, payload)
 				},
 			})
 		if err != nil {

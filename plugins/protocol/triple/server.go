@@ -24,9 +24,48 @@ import (
 // `threads` bound, serving inline, status 100 (here RESOURCE_EXHAUSTED),
 // graceful stop.
 type framing struct {
-	es      *netty.ExchangeServer
-	srv     *server
-	payload int // the largest request message
+	es         *netty.ExchangeServer
+	srv        *server
+	payload    int // the largest request message
+	maxStreams int // our SETTINGS_MAX_CONCURRENT_STREAMS (max-concurrent-streams); 0: defaultMaxStreams
+
+	// buffered counts the request bytes this server's connections hold in
+	// streams whose request is not complete yet (and, for a client- or
+	// bidi-streaming call, messages its method has not received): a
+	// connection's window bounds its own, this the sum over all of them.
+	buffered atomic.Int64
+
+	// The bounds, from the package's defaults when the server starts
+	// (tests shorten them); zero means the default.
+	maxBuffered                            int64
+	watchTick, blockDeadline, bodyDeadline time.Duration
+}
+
+// keyMaxStreams is the URL parameter of SETTINGS_MAX_CONCURRENT_STREAMS,
+// as Dubbo names it (triple max-concurrent-streams).
+const keyMaxStreams = "max-concurrent-streams"
+
+// newFraming is the framing of a server exporting on u.
+func newFraming(es *netty.ExchangeServer, s *server, u *kernel.URL, payload int) *framing {
+	return &framing{es: es, srv: s, payload: payload, maxStreams: int(u.ParamInt(keyMaxStreams, defaultMaxStreams)),
+		maxBuffered: maxBuffered, watchTick: watchTick, blockDeadline: blockDeadline, bodyDeadline: bodyDeadline}
+}
+
+func (f *framing) streamLimit() int {
+	if f.maxStreams <= 0 {
+		return defaultMaxStreams
+	}
+	return f.maxStreams
+}
+
+// budget is the most request bytes the server holds unfinished: at least
+// two messages at the payload limit, so that one large call always fits.
+func (f *framing) budget() int64 {
+	least := f.maxBuffered
+	if least <= 0 {
+		least = maxBuffered
+	}
+	return max(least, 2*int64(f.payload)+10)
 }
 
 type connKey struct{}
@@ -49,6 +88,11 @@ func newServerConn(f *framing, w wire) *serverConn {
 		peerWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame, sendWindow: defaultInitialWindow}
 	sc.cond = sync.NewCond(&sc.mu)
 	sc.dec = newHPACKDecoder(4096, maxHeaderListSize)
+	sc.hv.reset()
+	// The clock of the connection's deadlines, stopped until a header
+	// block or a request body is left open (see watchdog).
+	sc.timer = time.AfterFunc(time.Hour, sc.watchdog)
+	sc.timer.Stop()
 	return sc
 }
 
@@ -57,7 +101,7 @@ func newServerConn(f *framing, w wire) *serverConn {
 // before: a client that speaks HTTP/1.1 gets no HTTP/2 bytes.
 func (sc *serverConn) preface() {
 	b := appendSettings(nil,
-		settingMaxConcurrentStreams, maxStreams,
+		settingMaxConcurrentStreams, uint32(sc.f.streamLimit()),
 		settingInitialWindowSize, recvWindow,
 		settingMaxFrameSize, defaultMaxFrame,
 		settingMaxHeaderListSize, maxHeaderListSize)
@@ -68,15 +112,28 @@ func (sc *serverConn) preface() {
 // Disconnected ends the connection's calls: their answers have nowhere to go.
 func (f *framing) Disconnected(ch extension.Channel) {
 	if sc := f.state(ch); sc != nil {
-		sc.mu.Lock()
-		sc.closed = true
-		for _, st := range sc.inflight {
-			st.cancel()
-		}
-		sc.cond.Broadcast()
-		sc.mu.Unlock()
+		sc.disconnected()
 	}
 	f.es.Disconnected(ch)
+}
+
+// disconnected ends the connection's calls and gives back what its
+// streams held of the server's budget.
+func (sc *serverConn) disconnected() {
+	sc.timer.Stop()
+	sc.mu.Lock()
+	sc.closed = true
+	for _, st := range sc.inflight {
+		st.cancel()
+	}
+	sc.cond.Broadcast()
+	sc.mu.Unlock()
+	// The read loop has stopped (the transport says Disconnected after
+	// both loops end): its streams are this goroutine's now.
+	for _, st := range sc.streams {
+		sc.f.buffered.Add(-st.held)
+		st.held = 0
+	}
 }
 
 func (f *framing) Caught(ch extension.Channel, err error) { f.es.Caught(ch, err) }
@@ -127,49 +184,85 @@ func (f *framing) GoingAway(c *netty.Conn) {
 	}
 }
 
-// maxStreams is our SETTINGS_MAX_CONCURRENT_STREAMS: the calls one
-// connection may have open, well above `threads` (beyond which calls are
-// answered RESOURCE_EXHAUSTED at once) and bounding what a client may make
-// the server hold.
-const maxStreams = 1000
+// defaultMaxStreams is our SETTINGS_MAX_CONCURRENT_STREAMS unless
+// max-concurrent-streams says otherwise: the streams one connection may
+// have open, counted until each call is answered or reset. x/net's HTTP/2
+// server (and so grpc-go behind net/http) announce 250 too; Dubbo's
+// Netty-based Triple announces no limit, which is how one connection takes
+// every thread in a rapid-reset attack. A client that opens more is
+// refused (REFUSED_STREAM), and refusals count as resets (see resetRate).
+const defaultMaxStreams = 250
 
-// maxBuffered bounds the request bytes a connection holds in streams not
-// yet complete.
-const maxBuffered = 64 << 20
+// maxBuffered is the least request bytes a server holds in streams not yet
+// complete, across its connections (framing.budget): past it a request
+// is answered RESOURCE_EXHAUSTED rather than buffered. Each connection's
+// own bytes are bounded by its window (connRecvWindow), given back only as
+// requests are handed to their calls; this bounds the sum, so that many
+// connections sending bodies they never finish cannot pin the heap.
+var maxBuffered int64 = 32 << 20
 
 // wire is what the state needs of its connection (a *netty.Conn; the fuzz
 // target's recorder).
 type wire interface {
 	Send(msg any) error
 	CloseGracefully(wait time.Duration)
+	Close() error
+	// Queued is the bytes waiting for a writer: 0 when the peer reads.
+	Queued() int
 }
 
 // serverConn is one connection's HTTP/2 state. The read loop owns the
-// fields above mu; the goroutines answering calls share those below it.
+// fields above mu (the atomics excepted); the goroutines answering calls
+// share those below it.
 type serverConn struct {
 	f    *framing
 	conn wire
 	dec  *hpackDecoder
 
 	gotPreface, gotSettings bool
-	goneAway                bool
 	streams                 map[uint32]*stream // receiving their request
 	maxStream               uint32             // the highest stream a client opened
-	maxSeen                 atomic.Uint32      // maxStream, for GoingAway
+	maxSeen                 atomic.Uint32      // maxStream, for GoingAway and abort
 	stopping                atomic.Bool        // GOAWAY sent by GoingAway
 	stopLast                atomic.Uint32      // the last stream it lets finish
-	buffered                int                // bytes held by streams
-	connUnacked             int                // bytes received, not yet given back by WINDOW_UPDATE
+	failed                  atomic.Bool        // GOAWAY sent for an error: frames after it are dropped
+	open                    atomic.Int32       // streams holding one of the streamLimit slots
+	opened                  int                // streams the client opened (refused ones too)
+
+	// The connection's receive window: bytes of DATA received count until
+	// they are consumed (a request handed to its call, a stream message
+	// its method received, bytes of a stream that ended otherwise) and
+	// given back by WINDOW_UPDATE; connHeld is shared with the streaming
+	// methods that consume their messages.
+	connHeld atomic.Int64
+	connFree int // consumed on the read loop, not yet given back
+	partial  int // held by unary requests not yet complete
+
+	ctrl  int       // control frames queued in answer since the write queue was last empty
+	rates resetRate // client resets and refused streams, for rapid reset
 
 	// The header block being read (HEADERS, then CONTINUATION frames).
 	block       []byte
 	blockStream uint32
 	blockEnd    bool // the HEADERS had END_STREAM
+	blockNew    bool // the HEADERS opened a new stream
+	blockBad    bool // the HEADERS depended on its own stream (a stream error once decoded)
+	blockFrames int  // CONTINUATION frames so far
 	fields      []hpack.HeaderField
 	fieldsSize  int
 	fieldsOver  bool
+	hv          headerCheck
 	ready       *netty.Request // the call the frame being run completed
 	h1          *http1Conn     // an HTTP/1.1 connection's answers
+
+	// Deadlines (watchdog).
+	timer   *time.Timer
+	armed   atomic.Bool   // the timer runs
+	tick    atomic.Uint32 // counts watchTick while the timer runs
+	swept   uint32        // the tick of the read loop's last sweep of the streams
+	seen    atomic.Uint32 // the tick of the last frame the read loop took
+	blockAt atomic.Uint32 // 1 + the tick a header block spanning frames started; 0: none
+	pending atomic.Int32  // unary requests started and not complete (streams with no ss)
 
 	mu           sync.Mutex
 	cond         *sync.Cond
@@ -188,6 +281,12 @@ type stream struct {
 	data    []byte
 	unacked int          // bytes received, not yet given back by WINDOW_UPDATE
 	window  atomic.Int64 // what the client may still send on it (a streaming method gives it back as it receives)
+	length  int64        // its content-length, -1 without one
+	recvd   int64        // DATA bytes received (padding aside), to check content-length
+	born    uint32       // the connection's tick when it opened, for its body's deadline
+	pending bool         // counted in sc.pending
+	held    int64        // bytes of data counted in the server's budget (framing.buffered)
+	ended   bool         // the client sent END_STREAM
 
 	ss   *serverStream // a client- or bidi-streaming call's, served from its HEADERS
 	kind kernel.StreamKind
@@ -196,6 +295,7 @@ type stream struct {
 	// Shared, under sc.mu.
 	sendWindow int64
 	reset      bool
+	released   bool                // its slot of the streamLimit is given back
 	cc         *kernel.CallContext // the call's, once it runs
 }
 
@@ -215,8 +315,17 @@ func (st *stream) cancel() {
 	}
 }
 
+// release gives back st's slot, once; under sc.mu once st may be inflight.
+func (sc *serverConn) release(st *stream) {
+	if !st.released {
+		st.released = true
+		sc.open.Add(-1)
+	}
+}
+
 func (sc *serverConn) field(f hpack.HeaderField) {
 	sc.fieldsSize += len(f.Name) + len(f.Value) + 32
+	sc.hv.check(f)
 	if sc.fieldsSize > maxHeaderListSize {
 		sc.fieldsOver = true
 		return
@@ -224,25 +333,52 @@ func (sc *serverConn) field(f hpack.HeaderField) {
 	sc.fields = append(sc.fields, f)
 }
 
-func (sc *serverConn) send(b []byte) { sc.conn.Send(rawFrames(b)) }
+// send queues frames; a connection that cannot take them (its write queue
+// over the transport's bound: the peer does not read) is closed, since
+// every later frame would be lost too.
+func (sc *serverConn) send(b []byte) {
+	if err := sc.conn.Send(rawFrames(b)); err != nil && err != netty.ErrClosed {
+		sc.conn.Close()
+	}
+}
+
+// control queues a frame the read loop sends in answer to the peer's
+// (SETTINGS and PING acknowledgements, RST_STREAM, WINDOW_UPDATE), counting
+// those queued since the write queue was last empty: a peer that sends
+// frames to be answered and never reads what they cost is closed, as x/net
+// closes past maxQueuedControlFrames.
+func (sc *serverConn) control(b []byte) {
+	if sc.conn.Queued() == 0 {
+		sc.ctrl = 0
+	}
+	if sc.ctrl++; sc.ctrl > maxQueuedControlFrames {
+		sc.fail(errEnhanceYourCalm, "over %d control frames queued to a peer that does not read them", maxQueuedControlFrames)
+		return
+	}
+	sc.send(b)
+}
+
+// maxQueuedControlFrames is x/net's bound (http2/server.go) on the control
+// frames queued to one peer.
+const maxQueuedControlFrames = 10000
 
 // fail ends the connection with GOAWAY code, saying why.
 func (sc *serverConn) fail(code uint32, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if !sc.goneAway {
-		sc.goneAway = true
-		sc.send(appendGoAway(nil, sc.maxStream, code, msg))
+	sc.abort(code, fmt.Sprintf(format, args...))
+}
+
+// abort sends GOAWAY code (once) and closes the connection; any goroutine.
+func (sc *serverConn) abort(code uint32, msg string) {
+	if sc.failed.CompareAndSwap(false, true) {
+		sc.send(appendGoAway(nil, sc.maxSeen.Load(), code, msg))
 	}
 	sc.conn.CloseGracefully(100 * time.Millisecond)
 }
 
-// resetStream answers a stream error with RST_STREAM and forgets the
-// stream.
-func (sc *serverConn) resetStream(id, code uint32) {
-	if st := sc.streams[id]; st != nil {
-		sc.forget(st)
-	}
-	sc.send(appendRST(nil, id, code))
+// idle reports whether stream id was never opened: client streams are odd,
+// and ids only grow.
+func (sc *serverConn) idle(id uint32) bool {
+	return id%2 == 0 || id > sc.maxStream
 }
 
 // received runs msg through the state and returns the call it completed,
@@ -261,7 +397,9 @@ func (sc *serverConn) received(msg any) *netty.Request {
 	case *http1Request:
 		return sc.http1(m)
 	case *frame:
-		if sc.goneAway {
+		// Only our own GOAWAY for an error stops the frames: after the
+		// client's, its streams go on (WINDOW_UPDATE, PING, DATA).
+		if sc.failed.Load() {
 			framePool.Put(m)
 			return nil
 		}
@@ -269,6 +407,9 @@ func (sc *serverConn) received(msg any) *netty.Request {
 			framePool.Put(m)
 			sc.fail(errProtocol, "a frame before the connection preface")
 			return nil
+		}
+		if t := sc.tick.Load(); t != sc.swept {
+			sc.sweep(t)
 		}
 		sc.frame(m)
 		m.payload = nil
@@ -315,32 +456,30 @@ func (sc *serverConn) frame(f *frame) {
 		}
 		if f.flags&flagAck == 0 {
 			b := appendFrameHeader(nil, 8, framePing, flagAck, 0)
-			sc.send(append(b, f.payload...))
+			sc.control(append(b, f.payload...))
 		}
 	case frameRSTStream:
-		if len(f.payload) != 4 {
-			sc.fail(errFrameSize, "RST_STREAM of %d bytes", len(f.payload))
-			return
-		}
-		if f.stream == 0 || f.stream > sc.maxStream {
-			sc.fail(errProtocol, "RST_STREAM of idle stream %d", f.stream)
-			return
-		}
-		if st := sc.streams[f.stream]; st != nil {
-			sc.forget(st)
-		}
-		sc.mu.Lock()
-		if st := sc.inflight[f.stream]; st != nil {
-			st.cancel()
-			sc.cond.Broadcast()
-		}
-		sc.mu.Unlock()
+		sc.rstStream(f)
 	case framePriority:
+		if f.stream == 0 {
+			sc.fail(errProtocol, "PRIORITY on stream 0")
+			return
+		}
 		if len(f.payload) != 5 {
-			sc.fail(errFrameSize, "PRIORITY of %d bytes", len(f.payload))
+			sc.streamError(f.stream, errFrameSize)
+			return
+		}
+		if binary.BigEndian.Uint32(f.payload)&0x7fffffff == f.stream {
+			sc.streamError(f.stream, errProtocol) // RFC 9113 5.3.1: a stream cannot depend on itself
 		}
 	case frameGoAway:
-		sc.goneAway = true // the client closes when its calls are done
+		// The client opens no stream after the last it names; those
+		// before go on, answered as usual. It closes the connection.
+		if f.stream != 0 {
+			sc.fail(errProtocol, "GOAWAY on stream %d", f.stream)
+		} else if len(f.payload) < 8 {
+			sc.fail(errFrameSize, "GOAWAY of %d bytes", len(f.payload))
+		}
 	case framePushPromise:
 		sc.fail(errProtocol, "PUSH_PROMISE from a client")
 	}
@@ -367,13 +506,66 @@ func (sc *serverConn) settings(f *frame) {
 		for _, st := range sc.inflight {
 			st.sendWindow += delta
 		}
+		for _, st := range sc.streams {
+			if st.ss == nil { // not inflight yet (a streaming call's is in both)
+				st.sendWindow += delta
+			}
+		}
 		sc.cond.Broadcast()
 	}
 	if ps.hasMaxFrame {
 		sc.peerMaxFrame = int(ps.maxFrame)
 	}
 	sc.mu.Unlock()
-	sc.send(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
+	sc.control(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
+}
+
+// rstStream is the client's RST_STREAM: the stream's call, if it runs,
+// is cancelled and its slot given back at once; a reset of a stream not
+// yet answered counts toward rapid reset.
+func (sc *serverConn) rstStream(f *frame) {
+	if len(f.payload) != 4 {
+		sc.fail(errFrameSize, "RST_STREAM of %d bytes", len(f.payload))
+		return
+	}
+	if f.stream == 0 || sc.idle(f.stream) {
+		sc.fail(errProtocol, "RST_STREAM of idle stream %d", f.stream)
+		return
+	}
+	if sc.drop(f.stream) {
+		sc.abused("streams reset by the client")
+	}
+}
+
+// drop ends stream id, wherever it is: receiving its request, or its call
+// running; it reports whether the stream was open.
+func (sc *serverConn) drop(id uint32) bool {
+	open := false
+	st := sc.streams[id]
+	if st != nil {
+		sc.forget(st)
+		open = true
+	}
+	sc.mu.Lock()
+	if in := sc.inflight[id]; in != nil {
+		st = in
+		delete(sc.inflight, id)
+		open = open || !st.released
+	}
+	if st != nil {
+		st.cancel()
+		sc.release(st)
+		sc.cond.Broadcast()
+	}
+	sc.mu.Unlock()
+	return open
+}
+
+// streamError answers a stream error: RST_STREAM code, and the stream's
+// call, if any, ended.
+func (sc *serverConn) streamError(id, code uint32) {
+	sc.drop(id)
+	sc.control(appendRST(nil, id, code))
 }
 
 func (sc *serverConn) windowUpdate(f *frame) {
@@ -397,21 +589,29 @@ func (sc *serverConn) windowUpdate(f *frame) {
 		}
 		return
 	}
+	if sc.idle(f.stream) {
+		sc.fail(errProtocol, "WINDOW_UPDATE on idle stream %d", f.stream)
+		return
+	}
+	if inc == 0 {
+		sc.streamError(f.stream, errProtocol)
+		return
+	}
+	st := sc.streams[f.stream]
 	sc.mu.Lock()
-	st := sc.inflight[f.stream]
-	bad := false
+	if st == nil {
+		st = sc.inflight[f.stream]
+	}
+	over := false
 	if st != nil {
 		st.sendWindow += inc
-		if bad = inc == 0 || st.sendWindow > maxWindow; bad {
-			st.cancel()
-		}
+		over = st.sendWindow > maxWindow
 		sc.cond.Broadcast()
 	}
 	sc.mu.Unlock()
-	// nil: a stream answered already, or still sending its request (our
-	// answer waits for its end).
-	if bad {
-		sc.send(appendRST(nil, f.stream, errFlowControl))
+	// st nil: a stream closed already.
+	if over {
+		sc.streamError(f.stream, errFlowControl)
 	}
 }
 
@@ -448,29 +648,56 @@ func (sc *serverConn) headers(f *frame) {
 		sc.fail(errProtocol, "HEADERS with bad padding")
 		return
 	}
-	if st := sc.streams[f.stream]; st == nil {
-		if f.stream <= sc.maxStream {
-			sc.fail(errStreamClosed, "HEADERS on closed stream %d", f.stream)
-			return
+	sc.blockBad = false
+	if f.flags&flagPriority != 0 {
+		dep := f.payload
+		if f.flags&flagPadded != 0 {
+			dep = dep[1:]
 		}
+		sc.blockBad = binary.BigEndian.Uint32(dep)&0x7fffffff == f.stream
+	}
+	sc.blockNew = false
+	if st := sc.streams[f.stream]; st == nil && f.stream > sc.maxStream {
 		sc.maxStream = f.stream
 		sc.maxSeen.Store(f.stream)
+		sc.opened++
+		sc.blockNew = true
 	}
 	sc.block = append(sc.block[:0], p...)
 	sc.blockStream = f.stream
 	sc.blockEnd = f.flags&flagEndStream != 0
 	if f.flags&flagEndHeaders != 0 {
 		sc.endBlock()
+		return
 	}
+	// A block spanning frames: it must end within a count of frames and
+	// a deadline, checked on each CONTINUATION and by the clock.
+	sc.blockFrames = 0
+	sc.blockAt.Store(sc.tick.Load() + 1)
+	sc.watch()
 }
+
+// maxContinuations bounds the CONTINUATION frames of a header block: the
+// frames a block of maxHeaderBlock takes at our frame size, and 8 more. A
+// client sending empty ones (CVE-2024-27316) is closed.
+const maxContinuations = maxHeaderBlock/defaultMaxFrame + 8
 
 func (sc *serverConn) continuation(f *frame) {
 	if len(sc.block)+len(f.payload) > maxHeaderBlock {
 		sc.fail(errEnhanceYourCalm, "a header block over %d bytes", maxHeaderBlock)
 		return
 	}
+	if sc.blockFrames++; sc.blockFrames > maxContinuations {
+		sc.fail(errEnhanceYourCalm, "a header block of over %d CONTINUATION frames", maxContinuations)
+		return
+	}
+	if sc.tick.Load()+1-sc.blockAt.Load() > sc.f.ticks(sc.f.blockLimit()) {
+		sc.fail(errEnhanceYourCalm, "a header block not finished within %v", sc.f.blockLimit())
+		return
+	}
 	sc.block = append(sc.block, f.payload...)
 	if f.flags&flagEndHeaders != 0 {
+		sc.blockAt.Store(0)
 		sc.endBlock()
 	}
 }
@@ -479,52 +706,103 @@ func (sc *serverConn) endBlock() {
 	id := sc.blockStream
 	sc.blockStream = 0
 	sc.fields, sc.fieldsSize, sc.fieldsOver = sc.fields[:0], 0, false
+	sc.hv.reset()
 	if err := sc.dec.decode(sc.block, sc.field); err != nil {
-		sc.fail(errProtocol, "HPACK: %v", err)
+		sc.fail(errCompression, "HPACK: %v", err)
 		return
 	}
 	if cap(sc.block) > 4096 {
 		sc.block = nil
 	}
 	st := sc.streams[id]
-	if st == nil {
-		// A new stream.
-		if sc.stopping.Load() && id > sc.stopLast.Load() {
-			sc.send(appendRST(nil, id, errRefusedStream))
-			return
-		}
-		if len(sc.streams)+sc.inflightCount() >= maxStreams {
-			sc.send(appendRST(nil, id, errRefusedStream))
-			return
-		}
-		st = &stream{id: id, sc: sc}
-		st.window.Store(recvWindow)
-		st.headers = append([]hpack.HeaderField(nil), sc.fields...)
-		sc.streams[id] = st
-		if sc.fieldsOver {
-			sc.answerNow(st, 431, statusResourceExhausted, fmt.Sprintf("request headers over %d bytes", maxHeaderListSize))
-			return
-		}
-		st.kind = sc.kindOf(st)
-		if st.kind == kernel.ClientStreaming || st.kind == kernel.BidiStreaming {
-			sc.startStream(st)
-			if sc.blockEnd && st.ss != nil {
-				st.ss.data(nil, true) // no message at all
-				sc.forget(st)
-			}
-			return
-		}
-		if !sc.blockEnd {
-			return
-		}
-	} else if !sc.blockEnd {
-		// Trailers must end the stream.
-		sc.resetStream(id, errProtocol)
+	if st == nil && sc.blockNew {
+		sc.newStream(id)
 		return
-	} else if st.ss != nil {
+	}
+	if st == nil {
+		sc.closedHeaders(id)
+		return
+	}
+	// Trailers: they end the stream, and carry no pseudo-header.
+	if !sc.blockEnd || sc.hv.pseudo != 0 || sc.hv.bad != "" || sc.blockBad {
+		sc.streamError(id, errProtocol)
+		return
+	}
+	st.ended = true
+	if st.length >= 0 && st.recvd != st.length {
+		sc.streamError(id, errProtocol)
+		return
+	}
+	if st.ss != nil {
 		// A streaming call's trailers: its last message was sent.
 		st.ss.data(nil, true)
 		sc.forget(st)
+		return
+	}
+	sc.complete(st)
+}
+
+// closedHeaders answers a header block on a stream that is no longer
+// receiving: a stream error when its call still runs (half-closed), the
+// connection's when it is closed (RFC 9113 5.1).
+func (sc *serverConn) closedHeaders(id uint32) {
+	sc.mu.Lock()
+	st := sc.inflight[id]
+	sc.mu.Unlock()
+	if st != nil {
+		sc.streamError(id, errStreamClosed)
+		return
+	}
+	sc.fail(errStreamClosed, "HEADERS on closed stream %d", id)
+}
+
+// newStream opens stream id with the header block just decoded.
+func (sc *serverConn) newStream(id uint32) {
+	if sc.stopping.Load() && id > sc.stopLast.Load() {
+		sc.control(appendRST(nil, id, errRefusedStream))
+		return
+	}
+	if int(sc.open.Load()) >= sc.f.streamLimit() {
+		sc.control(appendRST(nil, id, errRefusedStream))
+		sc.abused("streams refused over SETTINGS_MAX_CONCURRENT_STREAMS")
+		return
+	}
+	if sc.blockBad || sc.hv.bad != "" || !sc.hv.request() {
+		// A malformed request (RFC 9113 8.1.1): a stream error.
+		sc.control(appendRST(nil, id, errProtocol))
+		return
+	}
+	st := &stream{id: id, sc: sc, length: sc.hv.length, ended: sc.blockEnd, sendWindow: sc.peerWindow, born: sc.tick.Load()}
+	st.window.Store(recvWindow)
+	st.headers = append([]hpack.HeaderField(nil), sc.fields...)
+	sc.streams[id] = st
+	sc.open.Add(1)
+	if sc.fieldsOver {
+		sc.answerNow(st, 431, statusResourceExhausted, fmt.Sprintf("request headers over %d bytes", maxHeaderListSize))
+		return
+	}
+	st.kind = sc.kindOf(st)
+	if st.kind == kernel.ClientStreaming || st.kind == kernel.BidiStreaming {
+		sc.startStream(st)
+		if sc.blockEnd && st.ss != nil {
+			if st.length > 0 {
+				sc.streamError(id, errProtocol) // content-length with no DATA
+				return
+			}
+			st.ss.data(nil, true) // no message at all
+			sc.forget(st)
+		}
+		return
+	}
+	if !sc.blockEnd {
+		// Its body comes in DATA frames, within bodyDeadline.
+		st.pending = true
+		sc.pending.Add(1)
+		sc.watch()
+		return
+	}
+	if st.length > 0 {
+		sc.streamError(id, errProtocol)
 		return
 	}
 	sc.complete(st)
@@ -568,39 +846,37 @@ func (sc *serverConn) startStream(st *stream) {
 		sc.mu.Unlock()
 		return
 	}
-	st.sendWindow = sc.peerWindow
 	sc.inflight[st.id] = st
 	sc.mu.Unlock()
 	sc.ready = &netty.Request{ID: uint64(st.id), TwoWay: true, Data: all}
 }
 
-func (sc *serverConn) inflightCount() int {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return len(sc.inflight)
+// consumed gives back n bytes of the connection's window, consumed on the
+// read loop, once they make a WINDOW_UPDATE worth its frame.
+func (sc *serverConn) consumed(n int) {
+	if sc.connFree += n; sc.connFree >= windowUpdateThreshold {
+		sc.connHeld.Add(-int64(sc.connFree))
+		sc.control(appendWindowUpdate(nil, 0, uint32(sc.connFree)))
+		sc.connFree = 0
+	}
 }
 
 func (sc *serverConn) dataFrame(f *frame) {
 	n := len(f.payload)
-	if sc.connUnacked += n; sc.connUnacked > connRecvWindow {
-		sc.fail(errFlowControl, "DATA beyond the connection's window")
+	if sc.connHeld.Add(int64(n)) > connRecvWindow {
+		sc.fail(errFlowControl, "DATA beyond the connection's window of %d bytes", connRecvWindow)
 		return
 	}
-	if sc.connUnacked >= windowUpdateThreshold {
-		sc.send(appendWindowUpdate(nil, 0, uint32(sc.connUnacked)))
-		sc.connUnacked = 0
+	if f.stream == 0 || sc.idle(f.stream) {
+		sc.fail(errProtocol, "DATA on idle stream %d", f.stream)
+		return
 	}
 	st := sc.streams[f.stream]
 	if st == nil {
-		if f.stream == 0 || f.stream > sc.maxStream {
-			sc.fail(errProtocol, "DATA on idle stream %d", f.stream)
-			return
-		}
-		sc.send(appendRST(nil, f.stream, errStreamClosed))
-		return
-	}
-	if st.window.Add(int64(-n)) < 0 {
-		sc.resetStream(f.stream, errFlowControl)
+		// Half-closed (its call runs) or closed: STREAM_CLOSED either way,
+		// and the bytes are free at once.
+		sc.consumed(n)
+		sc.streamError(f.stream, errStreamClosed)
 		return
 	}
 	p, ok := payloadOf(f)
@@ -608,42 +884,88 @@ func (sc *serverConn) dataFrame(f *frame) {
 		sc.fail(errProtocol, "DATA with bad padding")
 		return
 	}
+	sc.consumed(n - len(p)) // the padding
+	if st.window.Add(int64(-n)) < 0 {
+		sc.consumed(len(p))
+		sc.streamError(f.stream, errFlowControl)
+		return
+	}
+	end := f.flags&flagEndStream != 0
+	st.recvd += int64(len(p))
+	if st.length >= 0 && (st.recvd > st.length || end && st.recvd != st.length) {
+		// content-length and the DATA disagree (RFC 9113 8.1.1).
+		sc.consumed(len(p))
+		sc.streamError(f.stream, errProtocol)
+		return
+	}
+	if end {
+		st.ended = true
+	}
 	if st.ss != nil {
-		// A streaming call's messages: its window comes back as the
-		// method receives them (serverStream.RecvMsg).
-		end := f.flags&flagEndStream != 0
-		if !st.ss.data(p, end) {
-			st.ss.fail(kernel.Errorf(kernel.CodeSerialization, "a stream message over the payload limit of %d bytes", sc.f.payload))
-			sc.resetStream(st.id, errCancel)
-			return
-		}
-		if end {
-			sc.forget(st)
-		}
+		sc.streamData(st, p, end)
 		return
 	}
 	if len(st.data)+len(p) > sc.f.payload+5 {
+		sc.consumed(len(p))
 		sc.answerNow(st, 200, statusResourceExhausted,
 			fmt.Sprintf("request message over the payload limit of %d bytes; raise payload on the provider or send less", sc.f.payload))
 		return
 	}
-	if sc.buffered+len(p) > maxBuffered {
-		sc.answerNow(st, 200, statusResourceExhausted, fmt.Sprintf("the connection holds over %d bytes of requests not yet complete", maxBuffered))
+	if st.data == nil && end {
+		// The whole request in one frame, the usual case: it goes to its
+		// call at once, never counted as held.
+		st.data = append(make([]byte, 0, len(p)), p...)
+		sc.complete(st)
 		return
 	}
-	if st.data == nil && f.flags&flagEndStream != 0 {
-		st.data = make([]byte, 0, len(p))
+	if b := sc.f.buffered.Add(int64(len(p))); b > sc.f.budget() {
+		sc.f.buffered.Add(-int64(len(p)))
+		sc.consumed(len(p))
+		sc.answerNow(st, 200, statusResourceExhausted,
+			fmt.Sprintf("the server holds over %d bytes of requests not yet complete; retry later or on another provider", sc.f.budget()))
+		return
 	}
+	st.held += int64(len(p))
+	sc.partial += len(p)
 	st.data = append(st.data, p...)
-	sc.buffered += len(p)
-	if f.flags&flagEndStream != 0 {
+	if end {
 		sc.complete(st)
 		return
 	}
 	if st.unacked += n; st.unacked >= windowUpdateThreshold {
-		sc.send(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
 		st.window.Add(int64(st.unacked))
+		sc.control(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
 		st.unacked = 0
+	}
+	if connRecvWindow-sc.connHeld.Load() < 1024 && sc.partial >= connRecvWindow/2 {
+		sc.unstall()
+	}
+}
+
+// streamData hands a client- or bidi-streaming call its DATA: its messages
+// go to its method, which gives the window back as it receives them
+// (serverStream.RecvMsg).
+func (sc *serverConn) streamData(st *stream, p []byte, end bool) {
+	if b := sc.f.buffered.Add(int64(len(p))); b > sc.f.budget() {
+		sc.f.buffered.Add(-int64(len(p)))
+		sc.consumed(len(p))
+		st.ss.fail(kernel.Errorf(kernel.CodeLimitExceeded, "the server holds over %d bytes of stream messages not yet received", sc.f.budget()))
+		sc.streamError(st.id, errEnhanceYourCalm)
+		return
+	}
+	kept, ok := st.ss.data(p, end)
+	if !kept {
+		// Its method has returned: nobody will read them.
+		sc.f.buffered.Add(-int64(len(p)))
+		sc.consumed(len(p))
+	}
+	if !ok {
+		st.ss.fail(kernel.Errorf(kernel.CodeSerialization, "a stream message over the payload limit of %d bytes", sc.f.payload))
+		sc.streamError(st.id, errCancel)
+		return
+	}
+	if end {
+		sc.forget(st)
 	}
 }
 
@@ -684,21 +1006,57 @@ func (c *http1Call) answer(b []byte) {
 	}
 }
 
-// forget drops a stream that was receiving its request, and the bytes it
-// held from the connection's count.
+// forget drops a stream that was receiving its request: its bytes are
+// consumed (handed to its call, or dropped) and given back to the
+// connection's window and the server's budget.
 func (sc *serverConn) forget(st *stream) {
-	if sc.streams[st.id] == st {
-		delete(sc.streams, st.id)
-		sc.buffered -= len(st.data)
+	if sc.streams[st.id] != st {
+		return
+	}
+	delete(sc.streams, st.id)
+	if st.pending {
+		st.pending = false
+		sc.pending.Add(-1)
+	}
+	if st.ss == nil {
+		sc.partial -= int(st.held)
+		sc.f.buffered.Add(-st.held)
+		st.held = 0
+		sc.consumed(len(st.data))
 	}
 }
 
 // answerNow answers a stream the server will not serve with a
-// trailers-only response and resets what is left of it.
+// trailers-only response, and resets what is left of its request.
 func (sc *serverConn) answerNow(st *stream, httpStatus, grpcStatus int, msg string) {
 	sc.forget(st)
+	sc.mu.Lock()
+	sc.release(st)
+	sc.mu.Unlock()
 	b := appendTrailersOnly(nil, st.id, httpStatus, grpcStatus, msg, 0)
-	sc.send(appendRST(b, st.id, errNo))
+	if !st.ended {
+		b = appendRST(b, st.id, errNo) // the client may stop sending it (RFC 9113 8.1)
+	}
+	sc.send(b)
+}
+
+// unstall answers the stream holding most of a connection whose window
+// is full of unary requests none of which is complete: they wait for
+// window only their own completion would give back. A client sending
+// several large messages at once on one connection meets it; the others
+// then complete.
+func (sc *serverConn) unstall() {
+	var big *stream
+	for _, st := range sc.streams {
+		if st.ss == nil && (big == nil || st.held > big.held) {
+			big = st
+		}
+	}
+	if big != nil {
+		sc.answerNow(big, 200, statusResourceExhausted, fmt.Sprintf(
+			"the connection's flow-control window of %d bytes is full of requests not yet complete; send fewer large messages at once on one connection",
+			connRecvWindow))
+	}
 }
 
 // complete makes the call of a stream whose request has ended, for
@@ -715,17 +1073,21 @@ func (sc *serverConn) complete(st *stream) {
 		sc.mu.Unlock()
 		return
 	}
-	st.sendWindow = sc.peerWindow
 	sc.inflight[st.id] = st
 	sc.mu.Unlock()
 	sc.ready = &netty.Request{ID: uint64(st.id), TwoWay: true, Data: c}
 }
 
-// done forgets an answered stream.
+// done forgets an answered stream, and gives back its slot and what its
+// stream messages still held.
 func (sc *serverConn) done(st *stream) {
 	sc.mu.Lock()
 	delete(sc.inflight, st.id)
+	sc.release(st)
 	sc.mu.Unlock()
+	if st.ss != nil {
+		st.ss.finish()
+	}
 }
 
 // reserve waits until n bytes of DATA may be sent on st, or less when the

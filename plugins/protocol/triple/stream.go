@@ -39,9 +39,11 @@ type serverStream struct {
 	ended   bool     // the client sent its last message
 	err     error    // the stream broke (reset, connection closed)
 	waiting bool     // a RecvMsg watches ctx (context.AfterFunc set)
+	held    int      // bytes in msgs and partial: of the connection's window and the server's budget
+	unacked int      // bytes received by the method, not yet given back
+	done    bool     // the call has returned: nothing more is kept
 
-	sentHeaders bool // only the method's goroutine touches these two
-	unacked     int  // bytes received, not yet given back
+	sentHeaders bool // only the method's goroutine touches it
 }
 
 var _ kernel.Stream = (*serverStream)(nil)
@@ -54,20 +56,45 @@ func newServerStream(st *stream, contentType string, maxMsg int) *serverStream {
 
 func (ss *serverStream) Context() context.Context { return ss.ctx }
 
-// data takes a DATA frame's payload on the read loop; false when a message
-// in it is over the payload limit.
-func (ss *serverStream) data(p []byte, end bool) bool {
+// data takes a DATA frame's payload on the read loop: kept is false when
+// the call has returned already (the bytes are the caller's to give back),
+// ok false when a message in it is over the payload limit.
+func (ss *serverStream) data(p []byte, end bool) (kept, ok bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	var ok bool
+	if ss.done {
+		return false, true
+	}
+	ss.held += len(p)
 	if ss.msgs, ss.partial, ok = splitMessages(ss.msgs, ss.partial, p, ss.maxMsg); !ok {
-		return false
+		return true, false
 	}
 	if end {
 		ss.ended = true
 	}
 	ss.cond.Broadcast()
-	return true
+	return true, true
+}
+
+// finish runs when the call has returned: the messages it did not
+// receive, and the window it did not give back, go back to the
+// connection and the server's budget.
+func (ss *serverStream) finish() {
+	ss.mu.Lock()
+	if ss.done {
+		ss.mu.Unlock()
+		return
+	}
+	ss.done = true
+	held, free := ss.held, ss.held+ss.unacked
+	ss.held, ss.unacked, ss.msgs, ss.partial = 0, 0, nil, nil
+	ss.mu.Unlock()
+	sc := ss.st.sc
+	sc.f.buffered.Add(-int64(held))
+	if free > 0 {
+		sc.connHeld.Add(-int64(free))
+		sc.send(appendWindowUpdate(nil, 0, uint32(free)))
+	}
 }
 
 // fail ends the stream's receiving side with err.
@@ -126,13 +153,21 @@ func (ss *serverStream) recvRaw() ([]byte, error) {
 	msg := ss.msgs[0]
 	ss.msgs[0] = nil
 	ss.msgs = ss.msgs[1:]
-	ss.mu.Unlock()
-	// The client may send as much again, said once per 32 KiB received
-	// (a frame per message would cost a write per message).
+	// The client may send as much again, on the stream and the
+	// connection, said once per 32 KiB received (a frame per message
+	// would cost a write per message).
+	ss.held -= len(msg)
+	ack := 0
 	if ss.unacked += len(msg); ss.unacked >= windowUpdateThreshold {
-		ss.st.window.Add(int64(ss.unacked))
-		ss.st.sc.send(appendWindowUpdate(nil, ss.st.id, uint32(ss.unacked)))
-		ss.unacked = 0
+		ack, ss.unacked = ss.unacked, 0
+	}
+	ss.mu.Unlock()
+	sc := ss.st.sc
+	sc.f.buffered.Add(-int64(len(msg)))
+	if ack > 0 {
+		ss.st.window.Add(int64(ack))
+		sc.connHeld.Add(-int64(ack))
+		sc.send(appendWindowUpdate(appendWindowUpdate(nil, ss.st.id, uint32(ack)), 0, uint32(ack)))
 	}
 	if msg[0] != 0 {
 		if !ss.gzip {

@@ -1,0 +1,38 @@
+// h2spec (github.com/summerwind/h2spec), the HTTP/2 conformance suite, run
+// against a weft Triple provider: a module of its own, so that its pins
+// reach no other go.mod.
+module github.com/weftrpc/weft/test/h2spec
+
+go 1.26.0
+
+require (
+	github.com/weftrpc/weft v0.0.0
+	google.golang.org/protobuf v1.36.8
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fatih/color v1.19.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/summerwind/h2spec v2.2.1+incompatible // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/net v0.43.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
+)
+
+replace github.com/weftrpc/weft => ../..
+
+tool github.com/summerwind/h2spec/cmd/h2spec
