@@ -123,7 +123,7 @@ func (iv *invoker) Destroy() {
 // fixedHeaders are the fields of every call of this invoker: scheme,
 // authority, content type, the consumer's application, and the provider
 // URL's parameters every call sends (kernel.InvokerAttachments) but the
-// per-method ones (methodHeaders).
+// per-method ones (methodFields).
 func (iv *invoker) fixedHeaders(contentType string) []byte {
 	var hb []byte
 	hb = appendHeaderField(hb, ":scheme", iv.scheme)
