@@ -249,7 +249,9 @@ func TestClosingChannelFailsAllPendingAtOnce(t *testing.T) {
 			t.Fatalf("call got %v, want a response with a status", err)
 		}
 	}
-	if time.Since(start) > 500*time.Millisecond {
+	// At once, not at their 10 s timeout (the bound is that far from both
+	// so that a loaded machine's scheduling does not decide it).
+	if time.Since(start) > 5*time.Second {
 		t.Fatalf("pending calls took %v to fail", time.Since(start))
 	}
 	if c.Pending() != 0 {
