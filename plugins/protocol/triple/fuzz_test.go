@@ -33,6 +33,8 @@ func (r *recorder) Close() error { r.closed = true; return nil }
 // Queued says the peer reads everything at once.
 func (r *recorder) Queued() int { return 0 }
 
+func (r *recorder) Done() <-chan struct{} { return nil }
+
 // seedCall is a well-formed connection: preface, SETTINGS, one call.
 func seedCall(extra ...func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer)) []byte {
 	var out bytes.Buffer

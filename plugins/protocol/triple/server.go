@@ -209,6 +209,8 @@ type wire interface {
 	Close() error
 	// Queued is the bytes waiting for a writer: 0 when the peer reads.
 	Queued() int
+	// Done is closed when the connection closes (nil: never).
+	Done() <-chan struct{}
 }
 
 // serverConn is one connection's HTTP/2 state. The read loop owns the
@@ -1098,20 +1100,35 @@ func (sc *serverConn) reserve(ctx context.Context, st *stream, n int) (int, int)
 	defer sc.mu.Unlock()
 	var stop func() bool
 	for !st.reset && !sc.closed && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || isDone(sc.conn.Done()) {
 			return 0, 0
 		}
 		if stop == nil {
-			stop = context.AfterFunc(ctx, func() {
+			wake := func() {
 				sc.mu.Lock()
 				sc.cond.Broadcast()
 				sc.mu.Unlock()
-			})
+			}
+			stop = context.AfterFunc(ctx, wake)
 			defer stop()
+			// The connection's close wakes it too: a call served on the
+			// read loop, waiting here, holds up the Disconnected that
+			// would set closed.
+			if done := sc.conn.Done(); done != nil {
+				quit := make(chan struct{})
+				defer close(quit)
+				go func() {
+					select {
+					case <-done:
+						wake()
+					case <-quit:
+					}
+				}()
+			}
 		}
 		sc.cond.Wait()
 	}
-	if st.reset || sc.closed {
+	if st.reset || sc.closed || isDone(sc.conn.Done()) {
 		return 0, 0
 	}
 	k := int64(n)
@@ -1119,6 +1136,15 @@ func (sc *serverConn) reserve(ctx context.Context, st *stream, n int) (int, int)
 	sc.sendWindow -= k
 	st.sendWindow -= k
 	return int(k), sc.peerMaxFrame
+}
+
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // tryReserve takes n bytes of st's and the connection's send windows if
