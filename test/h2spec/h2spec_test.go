@@ -144,8 +144,8 @@ func readReport(path string) ([]result, error) {
 		Suites []struct {
 			Package string `xml:"package,attr"`
 			Cases   []struct {
-				Desc    string    `xml:"classname,attr"`
-				Error   *struct {
+				Desc  string `xml:"classname,attr"`
+				Error *struct {
 					Text string `xml:",chardata"`
 				} `xml:"error"`
 				FailureText *struct {

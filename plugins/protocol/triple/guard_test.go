@@ -555,7 +555,7 @@ func TestRequestBodyDeadline(t *testing.T) {
 		start := time.Now()
 		stop := make(chan struct{})
 		pinger := http2.NewFramer(c.nc, nil) // c.fr writes too, as it reads
-		go func() { // frames keep coming: the read loop checks
+		go func() {                          // frames keep coming: the read loop checks
 			for {
 				select {
 				case <-stop:
