@@ -40,6 +40,9 @@ step "registry-nacos: server restart, without -race" registry-nacos go test -cou
 # -race (dubbo-go and nacos-sdk-go race inside themselves).
 step "test/interop: go vet" test/interop go vet ./...
 step "test/interop: go test" test/interop go test -count=1 ./...
+# h2spec, the HTTP/2 conformance suite, against a Triple provider: its own
+# module (it pins h2spec as a tool).
+step "test/h2spec: go test -race" test/h2spec go test -race -count=1 ./...
 
 echo
 if ((${#FAILED[@]})); then

@@ -555,7 +555,8 @@ func TestRequestBodyDeadline(t *testing.T) {
 		start := time.Now()
 		stop := make(chan struct{})
 		pinger := http2.NewFramer(c.nc, nil) // c.fr writes too, as it reads
-		go func() {                          // frames keep coming: the read loop checks
+		// Frames keep coming: the read loop checks on them.
+		go func() {
 			for {
 				select {
 				case <-stop:
