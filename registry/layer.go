@@ -401,7 +401,7 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 		return nil, err
 	}
 	s := &Subscription{l: l, consumer: consumer, registered: map[string]*kernel.URL{}}
-	s.union = &union{dir: dir, parts: map[string][]*kernel.URL{}, events: l.events, preferInstances: step == ApplicationFirst}
+	s.union = &union{dir: dir, parts: map[string][]*kernel.URL{}, events: l.events, preferInstances: step == ApplicationFirst, starting: true}
 	for _, id := range l.ids {
 		if reg := l.regs[id]; reg != nil && step != ForceApplication {
 			s.union.members = append(s.union.members, unionMember{id: id, reg: reg})
@@ -429,6 +429,7 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 		}
 		s.union.subscribed = append(s.union.subscribed, i)
 	}
+	s.union.start()
 	if consumer.ParamBool(KeyRegister, true) {
 		cu := ConsumerURL(consumer)
 		for _, id := range l.ids {
@@ -551,6 +552,22 @@ func ConsumerURL(ref *kernel.URL) *kernel.URL {
 // APPLICATION_FIRST (preferInstances) the application-level parts win
 // whenever they list any provider, and the interface-level ones are the
 // fallback, as Dubbo's MigrationInvoker does.
+//
+// The members' first lists, which each gives as it subscribes, make the
+// directory's first list together (starting): as Dubbo's MigrationInvoker
+// waits for both levels before it chooses one, so that a consumer does not
+// take the interface level's list for the few milliseconds the instances'
+// metadata takes, then drop the providers only that level lists.
+//
+// One provider listed by both levels is one registration seen twice, with
+// two URLs: the application-level one is built from the metadata, which
+// leaves out the registration's volatile parameters (its timestamp). The
+// directory knows an invoker by its URL, so the union gives it the URL it
+// gave before for a registration it lists again (last): otherwise, when
+// the list changes level (a stopping provider's instance leaves before its
+// interface-level URL, and the consumer falls back to the interface level,
+// or the other way round), the directory would drop each provider and
+// refer it again, and warn of drops that no registry made.
 type union struct {
 	mu              sync.Mutex
 	dir             extension.NotifyListener
@@ -558,7 +575,9 @@ type union struct {
 	parts           map[string][]*kernel.URL
 	events          Events
 	preferInstances bool
-	subscribed      []int // members subscribed in, for Close
+	subscribed      []int         // members subscribed in, for Close
+	starting        bool          // Subscribe has not subscribed every member yet
+	last            []*kernel.URL // the last list given, not empty (list)
 }
 
 // unionMember is one registry at one level.
@@ -588,11 +607,84 @@ func (m member) Notify(urls []*kernel.URL) {
 	m.u.mu.Lock()
 	defer m.u.mu.Unlock()
 	m.u.parts[m.u.members[m.i].key()] = urls
-	all := m.u.all()
-	if f := m.u.events.Notified; f != nil {
+	if !m.u.starting {
+		m.u.notify()
+	}
+}
+
+// start ends starting: the directory gets the members' first lists, merged.
+func (u *union) start() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.starting = false
+	if len(u.parts) > 0 {
+		u.notify()
+	}
+}
+
+func (u *union) notify() {
+	all := u.list()
+	if f := u.events.Notified; f != nil {
 		f(len(all))
 	}
-	m.u.dir.Notify(all)
+	u.dir.Notify(all)
+}
+
+// list is all, each registration listed before under the URL it had then
+// (sameRegistration), and remembered as the last list. An empty list is not
+// remembered: the directory keeps its providers through one (empty
+// protection), under the URLs they had.
+func (u *union) list() []*kernel.URL {
+	all := u.all()
+	if len(all) == 0 {
+		return all
+	}
+	if len(u.last) > 0 {
+		before := make(map[string][]*kernel.URL, len(u.last))
+		for _, p := range u.last {
+			k := registrationKey(p)
+			before[k] = append(before[k], p)
+		}
+		stable := make([]*kernel.URL, len(all))
+		for i, x := range all {
+			stable[i] = x
+			for _, p := range before[registrationKey(x)] {
+				if sameRegistration(p, x) {
+					stable[i] = p
+					break
+				}
+			}
+		}
+		all = stable
+	}
+	u.last = all
+	return all
+}
+
+// registrationKey is a provider URL without the parameters that the
+// application-level metadata leaves out (volatileParams).
+func registrationKey(u *kernel.URL) string {
+	for _, k := range volatileParamNames {
+		if _, ok := u.Lookup(k); ok {
+			return u.WithoutParams(volatileParamNames...).String()
+		}
+	}
+	return u.String()
+}
+
+// sameRegistration reports whether a and b, of equal registrationKey, are
+// one registration: every volatile parameter both carry is equal. A
+// provider restarted at the same address registers anew (a new
+// timestamp): that is another registration, referred again.
+func sameRegistration(a, b *kernel.URL) bool {
+	for _, k := range volatileParamNames {
+		av, aok := a.Lookup(k)
+		bv, bok := b.Lookup(k)
+		if aok && bok && av != bv {
+			return false
+		}
+	}
+	return true
 }
 
 func (u *union) all() []*kernel.URL {
@@ -615,7 +707,7 @@ func (u *union) retarget(dir extension.NotifyListener) {
 	defer u.mu.Unlock()
 	u.dir = dir
 	if len(u.parts) > 0 {
-		dir.Notify(u.all())
+		dir.Notify(u.list())
 	}
 }
 

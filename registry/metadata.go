@@ -127,8 +127,15 @@ func serviceKey(iface, group, version string) string {
 
 // volatileParams are left out of a ServiceInfo: they change at every start
 // and would change the revision with them.
-var volatileParams = map[string]bool{
-	kernel.KeyTimestamp: true, "pid": true, extension.KeyCategory: true, KeyRegister: true,
+var (
+	volatileParamNames = []string{kernel.KeyTimestamp, "pid", extension.KeyCategory, KeyRegister}
+	volatileParams     = map[string]bool{}
+)
+
+func init() {
+	for _, k := range volatileParamNames {
+		volatileParams[k] = true
+	}
 }
 
 // serviceInfo describes an exported URL for the metadata.

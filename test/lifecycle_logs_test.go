@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	zookeeper "github.com/weftrpc/weft/registry-zookeeper"
 )
 
 // The life of an App in its log at info level: each export with the port
@@ -83,6 +84,13 @@ consumer: {references: {vault: {interface: org.weft.Vault}}}
 		}
 	}
 
+	// Started against running providers, the consumer dropped none
+	// (TestNoSpuriousProviderDropAtStart).
+	dropped := `level=WARN msg="weft: provider dropped: the registry no longer lists it" service=org.weft.Vault provider=`
+	if strings.Contains(consLog.String(), dropped) {
+		t.Fatalf("the consumer warned of a provider dropped before any left:\n%s", consLog)
+	}
+
 	if err := provider.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -91,14 +99,17 @@ consumer: {references: {vault: {interface: org.weft.Vault}}}
 			t.Errorf("provider log lacks %q:\n%s", want, provLog)
 		}
 	}
-	dropped := `level=WARN msg="weft: provider dropped: the registry no longer lists it" service=org.weft.Vault provider=`
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(consLog.String(), dropped); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(consLog.String(), dropped+"127.0.0.1:"+port); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the consumer did not warn of the provider that left:\n%s", consLog)
+			t.Fatalf("the consumer did not warn of the provider that left, by its address (port %s):\n%s", port, consLog)
 		}
 	}
-	if !strings.Contains(consLog.String(), dropped+"127.0.0.1:"+port) {
-		t.Errorf("the warning does not name the provider's address (port %s):\n%s", port, consLog)
+	// Once: its instance leaves first (newest registration first), and the
+	// consumer falls back to the interface level, which still lists it a
+	// moment longer; that is the same provider, not one dropped and added.
+	time.Sleep(500 * time.Millisecond)
+	if n := strings.Count(consLog.String(), dropped); n != 1 {
+		t.Errorf("%d provider drops, want 1:\n%s", n, consLog)
 	}
 }
 
@@ -155,5 +166,89 @@ provider: {services: {vault: {interface: org.weft.Vault}}}
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: want %q, got %v", yaml, want, err)
 		}
+	}
+}
+
+// A consumer started against running providers warns of no provider
+// dropped: the registry lists them all along, through both of its levels
+// under Dubbo 3's default APPLICATION_FIRST (the interface-level URL, then,
+// a metadata fetch later, the application-level instance), which used to
+// read as every provider dropped and referred again at every start. A
+// provider that really stops is still dropped, with the warning naming it,
+// and the other is not touched.
+func TestNoSpuriousProviderDropAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reg     func(t *testing.T) string
+		options []weft.Option
+	}{
+		{"embedded", func(t *testing.T) string { return "embedded://" + t.TempDir() + "?heartbeat=200" }, nil},
+		{"zookeeper", zkRegistry, []weft.Option{weft.WithPlugins(zookeeper.Plugin())}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := tc.reg(t)
+			noLeaks(t)
+			provider := func(app string) (*weft.App, string) {
+				log := &syncBuffer{}
+				opts := append([]weft.Option{weft.WithService("vault", &vault{}),
+					weft.WithLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo})))}, tc.options...)
+				a := startApp(t, fmt.Sprintf(`
+application: {name: %s}
+registries: {r: {address: %q}}
+protocols: {dubbo: {port: 0}}
+provider: {services: {vault: {interface: org.weft.Vault}}}
+`, app, reg), opts...)
+				m := regexp.MustCompile(`msg="weft: exported" service=vault interface=org.weft.Vault protocol=dubbo address=([^ ]+:[0-9]+) `).FindStringSubmatch(log.String())
+				if m == nil {
+					t.Fatalf("%s's log does not show its address:\n%s", app, log)
+				}
+				return a, m[1]
+			}
+			p1, addr1 := provider("vault-app")
+			_, addr2 := provider("vault-app-2")
+			consLog := &syncBuffer{}
+			var c tokenClient
+			startApp(t, fmt.Sprintf(`
+application: {name: vault-consumer}
+registries: {r: {address: %q}}
+consumer: {references: {vault: {interface: org.weft.Vault}}}
+`, reg), append([]weft.Option{weft.WithReference("vault", &c),
+				weft.WithLogger(slog.New(slog.NewTextHandler(consLog, &slog.HandlerOptions{Level: slog.LevelInfo})))}, tc.options...)...)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if _, err := c.Secret(context.Background(), "x"); err == nil {
+					break
+				} else if time.Now().After(deadline) {
+					t.Fatalf("no call through the registry: %v", err)
+				}
+			}
+			// Both levels answer within milliseconds of the start (the
+			// drop came 1-15 ms after it): a second is well past them.
+			dropped := `level=WARN msg="weft: provider dropped: the registry no longer lists it" service=org.weft.Vault provider=`
+			time.Sleep(time.Second)
+			if strings.Contains(consLog.String(), dropped) {
+				t.Fatalf("a consumer started against running providers dropped one:\n%s", consLog)
+			}
+			for _, want := range []string{addr1, addr2} {
+				if !strings.Contains(consLog.String(), want) {
+					t.Errorf("the consumer's log does not show provider %s:\n%s", want, consLog)
+				}
+			}
+
+			if err := p1.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(consLog.String(), dropped+addr1); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the consumer did not warn of the provider that stopped (%s):\n%s", addr1, consLog)
+				}
+			}
+			time.Sleep(500 * time.Millisecond) // the other level's removal
+			if n := strings.Count(consLog.String(), dropped); n != 1 || strings.Contains(consLog.String(), dropped+addr2) {
+				t.Fatalf("%d drops after one provider stopped, want 1 (%s):\n%s", n, addr1, consLog)
+			}
+			if _, err := c.Secret(context.Background(), "x"); err != nil {
+				t.Fatalf("the provider left (%s) does not answer: %v", addr2, err)
+			}
+		})
 	}
 }
