@@ -179,6 +179,22 @@ func (sc *serverConn) abused(what string) {
 	}
 }
 
+// windowUpdateFlood closes a connection whose client sends more
+// WINDOW_UPDATE frames than the server's DATA could call for, Envoy's
+// rule (max_inbound_window_update_frames_per_data_frame_sent, 10): more
+// than 5 + 2 x (streams opened + 10 x DATA frames sent). A client gives
+// window back as it reads what the server sent; one that sends updates
+// for nothing makes the server do work for nothing, as fast as it can
+// write them (before: two connections kept both cores busy, never closed).
+func (sc *serverConn) windowUpdateFlood() bool {
+	if sc.windowUpdates <= 5+2*(int64(sc.opened)+10*sc.dataOut.Load()) {
+		return false
+	}
+	sc.fail(errEnhanceYourCalm, "%d WINDOW_UPDATE frames for %d streams and %d DATA frames sent (a flood)",
+		sc.windowUpdates, sc.opened, sc.dataOut.Load())
+	return true
+}
+
 // The deadlines of a connection run on a clock of its own, a timer that
 // ticks every watchTick only while a header block spanning frames or a
 // unary request body is open, and stops when neither is: a call pays for

@@ -428,6 +428,26 @@ func TestRapidReset(t *testing.T) {
 		t.Fatalf("GOAWAY says %q", ga.DebugData())
 	}
 
+	// The calls whole, each reset right after: a fast method answers
+	// before the reset is read, and the resets count all the same.
+	c = dial(t, addr)
+	c.handshake()
+	eb := c.headerBlock(grpcHeaders("Echo")...)
+	msg := lengthPrefixed(strMsg("x"))
+	w = http2.NewFramer(c.nc, nil)
+	go func() {
+		for id := uint32(1); id < 4*maxResets; id += 2 {
+			if w.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: eb, EndHeaders: true}) != nil ||
+				w.WriteData(id, true, msg) != nil || w.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				return
+			}
+		}
+	}()
+	ga = c.expectGoAway(http2.ErrCodeEnhanceYourCalm, 10*time.Second)
+	if !strings.Contains(string(ga.DebugData()), "rapid reset") {
+		t.Fatalf("GOAWAY says %q", ga.DebugData())
+	}
+
 	// 300 resets among 1,000 calls: a client that cancels some calls.
 	c = dial(t, addr)
 	c.handshake()
@@ -449,6 +469,30 @@ func TestRapidReset(t *testing.T) {
 				t.Fatalf("a client resetting 3 calls in 13: stream %d answered %v", id, r.trailers)
 			}
 		}
+	}
+}
+
+// TestWindowUpdateFlood: WINDOW_UPDATE frames beyond what the server's
+// DATA calls for close the connection (Envoy's rule); a client giving
+// window back for what it reads is never near it.
+func TestWindowUpdateFlood(t *testing.T) {
+	addr, _ := serve(t, nil)
+	c := dial(t, addr)
+	c.handshake()
+	for range 20 { // a few calls: the client's updates may follow their DATA
+		c.readAll([]uint32{c.call("Echo", lengthPrefixed(strMsg("y")))})
+	}
+	w := http2.NewFramer(c.nc, nil)
+	go func() {
+		for range 10000 {
+			if w.WriteWindowUpdate(0, 1) != nil {
+				return
+			}
+		}
+	}()
+	ga := c.expectGoAway(http2.ErrCodeEnhanceYourCalm, 10*time.Second)
+	if !strings.Contains(string(ga.DebugData()), "WINDOW_UPDATE") {
+		t.Fatalf("GOAWAY says %q", ga.DebugData())
 	}
 }
 

@@ -487,6 +487,7 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 				Data: rawFrames(appendRST(frames, st.id, errCancel))}
 		}
 		frames = appendData(frames, st.id, msg[:n], maxFrame, false)
+		sc.dataOut.Add(int64((n + maxFrame - 1) / maxFrame))
 		msg = msg[n:]
 		if len(msg) > 0 {
 			sc.send(frames)

@@ -191,7 +191,12 @@ func (f *framing) GoingAway(c *netty.Conn) {
 // Netty-based Triple announces no limit, which is how one connection takes
 // every thread in a rapid-reset attack. A client that opens more is
 // refused (REFUSED_STREAM), and refusals count as resets (see resetRate).
-const defaultMaxStreams = 250
+// 1000, as weft announced before: weft's own client does not yet wait
+// for a free stream (grpc-go's does), and with 250 a consumer with more
+// calls in flight on one connection would have them refused; one
+// connection's calls hold at most 7/8 of `threads` anyway (netty's
+// ExchangeServer), and resets are bounded by rate.
+const defaultMaxStreams = 1000
 
 // maxBuffered is the least request bytes a server holds in streams not yet
 // complete, across its connections (framing.budget): past it a request
@@ -242,6 +247,11 @@ type serverConn struct {
 
 	ctrl  int       // control frames queued in answer since the write queue was last empty
 	rates resetRate // client resets and refused streams, for rapid reset
+	// windowUpdates counts the client's WINDOW_UPDATE frames, dataOut the
+	// DATA frames the server sent (by the calls' goroutines), for
+	// windowUpdateFlood.
+	windowUpdates int64
+	dataOut       atomic.Int64
 
 	// The header block being read (HEADERS, then CONTINUATION frames).
 	block       []byte
@@ -534,9 +544,14 @@ func (sc *serverConn) rstStream(f *frame) {
 		sc.fail(errProtocol, "RST_STREAM of idle stream %d", f.stream)
 		return
 	}
-	if sc.drop(f.stream) {
-		sc.abused("streams reset by the client")
-	}
+	// Every reset counts, not only those of streams still open: the
+	// attack sends HEADERS, DATA and RST_STREAM together, and a fast
+	// method has answered before the reset is read, so the call was made
+	// for nobody all the same. Netty's Http2MaxRstFrameDecoder counts every
+	// RST_STREAM too; the share of streams opened (resetRate) spares a
+	// client that cancels some of its calls.
+	sc.drop(f.stream)
+	sc.abused("streams reset by the client")
 }
 
 // drop ends stream id, wherever it is: receiving its request, or its call
@@ -576,6 +591,9 @@ func (sc *serverConn) windowUpdate(f *frame) {
 		return
 	}
 	inc := int64(binary.BigEndian.Uint32(f.payload) & 0x7fffffff)
+	if sc.windowUpdates++; sc.windowUpdateFlood() {
+		return
+	}
 	if f.stream == 0 {
 		if inc == 0 {
 			sc.fail(errProtocol, "WINDOW_UPDATE of 0 on the connection")
@@ -920,14 +938,36 @@ func (sc *serverConn) dataFrame(f *frame) {
 		sc.complete(st)
 		return
 	}
-	if b := sc.f.buffered.Add(int64(len(p))); b > sc.f.budget() {
-		sc.f.buffered.Add(-int64(len(p)))
-		sc.consumed(len(p))
-		sc.answerNow(st, 200, statusResourceExhausted,
-			fmt.Sprintf("the server holds over %d bytes of requests not yet complete; retry later or on another provider", sc.f.budget()))
-		return
+	// The server's budget is charged what the request's buffer takes: its
+	// capacity, sized once to the message its first bytes announce (at
+	// most the payload limit), rather than doubled as it grows, which cost
+	// twice the bytes held and as much again in garbage (before: four
+	// connections of unfinished 4 MiB requests grew the provider by 98 MiB
+	// against a 32 MiB budget).
+	grow := 0
+	if need := len(st.data) + len(p); need > cap(st.data) {
+		size := need
+		if len(st.data) == 0 && len(p) >= 5 {
+			size = max(need, min(int(binary.BigEndian.Uint32(p[1:5]))+5, sc.f.payload+5))
+		} else {
+			size = max(need, min(2*cap(st.data), sc.f.payload+5))
+		}
+		grow = size - cap(st.data)
+		if b := sc.f.buffered.Add(int64(grow)); b > sc.f.budget() {
+			sc.f.buffered.Add(-int64(grow))
+			sc.consumed(len(p))
+			sc.answerNow(st, 200, statusResourceExhausted,
+				fmt.Sprintf("the server holds over %d bytes of requests not yet complete; retry later or on another provider", sc.f.budget()))
+			// A client that keeps sending what the server cannot hold is
+			// refused stream after stream: that counts as abuse too.
+			sc.abused("streams refused for the server's request budget")
+			return
+		}
+		nd := make([]byte, len(st.data), size)
+		copy(nd, st.data)
+		st.data = nd
 	}
-	st.held += int64(len(p))
+	st.held += int64(grow)
 	sc.partial += len(p)
 	st.data = append(st.data, p...)
 	if end {
@@ -1021,7 +1061,9 @@ func (sc *serverConn) forget(st *stream) {
 		sc.pending.Add(-1)
 	}
 	if st.ss == nil {
-		sc.partial -= int(st.held)
+		if st.held > 0 { // its bytes were buffered, and counted in partial
+			sc.partial -= len(st.data)
+		}
 		sc.f.buffered.Add(-st.held)
 		st.held = 0
 		sc.consumed(len(st.data))

@@ -224,6 +224,7 @@ func (ss *serverStream) sendPrefixed(out []byte) error {
 			return kernel.Errorf(kernel.CodeNetwork, "the stream was reset or its connection closed")
 		}
 		frames = appendData(frames, st.id, out[:n], maxFrame, false)
+		sc.dataOut.Add(int64((n + maxFrame - 1) / maxFrame))
 		out = out[n:]
 		sc.send(frames)
 		frames = nil
