@@ -566,6 +566,12 @@ func checkValues(cfg *Config, set func(key string) bool) []error {
 		check(path+".max_instances", wc.MaxInstances, ruleWasmInstances)
 	}
 	errs = append(errs, cfg.QoS.check()...)
+	if t := cfg.TLS; len(pc.Services) > 0 && !t.transport().IsZero() && t.TLSCertFile == "" && t.TLSCert == "" {
+		// The block turns TLS on for the App's servers too, and a TLS server
+		// without a certificate fails every handshake: say so at start.
+		errs = append(errs, fmt.Errorf("tls: this App provides services, and with a tls block its servers speak TLS, which needs a certificate: "+
+			"set tls-cert-file and tls-key-file (or tls-cert and tls-key); a block with only tls-server-name or ca-cert-file serves a consumer-only App"))
+	}
 	// Router priorities and WASM filter orders are any int: they only sort.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs

@@ -50,6 +50,9 @@ func TestConfigRejectsMeaninglessValues(t *testing.T) {
 			[]string{"consumer.references.greeter.timeout: -1 is not allowed"}},
 		{"reference method timeout", `consumer: {references: {greeter: {methods: {sayHello: {timeout: -5}}}}}`,
 			[]string{"consumer.references.greeter.methods.sayHello.timeout: -5 is not allowed", "ms > 0"}},
+		// A TLS block without a certificate, in an App with services.
+		{"tls server without certificate", "tls: {tls-server-name: orders.internal}\nprovider: {services: {greeter: {interface: org.example.Greeter}}}",
+			[]string{"tls: this App provides services", "set tls-cert-file and tls-key-file"}},
 		{"provider timeout", `provider: {timeout: -2}`,
 			[]string{"provider.timeout: -2 is not allowed"}},
 		{"service timeout", `provider: {services: {greeter: {timeout: -3}}}`,
