@@ -413,14 +413,7 @@ func dubboUnfinished(ctx context.Context, nc net.Conn) error {
 // trickle writes frame a byte a second, and reports the provider's close
 // as soon as a read sees it.
 func trickle(ctx context.Context, nc net.Conn, frame []byte) error {
-	closed := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(io.Discard, nc)
-		if err == nil {
-			err = io.EOF
-		}
-		closed <- err
-	}()
+	closed := drain(nc)
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	for i := 0; ; i = (i + 1) % len(frame) {
@@ -489,6 +482,15 @@ func (h *h2conn) flush() error {
 	_, err := h.nc.Write(h.buf.Bytes())
 	h.buf.Reset()
 	return err
+}
+
+// send writes what is built and reports the provider's close, if drain
+// saw it.
+func (h *h2conn) send(closed <-chan error) error {
+	if err := h.flush(); err != nil {
+		return err
+	}
+	return closedYet(closed)
 }
 
 // drain reads and drops what the provider sends, and reports its close.
@@ -578,10 +580,7 @@ func h2RapidReset(ctx context.Context, nc net.Conn) error {
 		h.fr.WriteData(id, true, msg)
 		h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
 		if h.buf.Len() > 16<<10 {
-			if err := h.flush(); err != nil {
-				return err
-			}
-			if err := closedYet(closed); err != nil {
+			if err := h.send(closed); err != nil {
 				return err
 			}
 		}
@@ -603,10 +602,7 @@ func h2Continuation(size int) func(context.Context, net.Conn) error {
 			for h.buf.Len() < 16<<10 {
 				h.fr.WriteContinuation(1, false, frag)
 			}
-			if err := h.flush(); err != nil {
-				return err
-			}
-			if err := closedYet(closed); err != nil {
+			if err := h.send(closed); err != nil {
 				return err
 			}
 		}
@@ -681,10 +677,7 @@ func h2UnfinishedBodies(ctx context.Context, nc net.Conn) error {
 				}
 			}
 		}
-		if err := h.flush(); err != nil {
-			return err
-		}
-		if err := closedYet(closed); err != nil {
+		if err := h.send(closed); err != nil {
 			return err
 		}
 	}
