@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -285,20 +286,97 @@ func TestStatusDetails(t *testing.T) {
 // TestClientHeartbeatsArePings: an idle consumer's heartbeats are HTTP/2
 // PINGs: the provider answers them, and the connection outlives a silence
 // of many heartbeats without reconnecting.
+//
+// Both idle rules are timing rules that a loaded machine breaks without any
+// defect. The consumer closes a connection that has read nothing for 3 of
+// its heartbeats H, so a PING's round trip, counted from the keepalive tick
+// that should send it, must fit in 5/3 H (it goes H to 4/3 H after the last
+// read); the provider closes one silent for 3 of its own heartbeats (4 H
+// here, far the looser rule). So H is made from a baseline measured in the
+// test: the worst round trip of a trivial call (Echo on a connection of its
+// own, sent on a ticker as the keepalive sends its PINGs, timed from the
+// tick's due time) measured just before, times heartbeatFactor, plus
+// heartbeatMargin. The same probe runs all through the silence: a
+// reconnection fails the test when the probe stayed within what H absorbs,
+// for then the pings did not keep the connection (the provider did not
+// answer them, or did not count them). When the probe saw a stall past it,
+// the silence proves nothing and is run again, with H made from that stall
+// and at least doubled (heartbeatTries in all).
 func TestClientHeartbeatsArePings(t *testing.T) {
-	// The provider closes a connection silent for 3 heartbeats (750 ms);
-	// the consumer pings every 25 ms: a margin a busy machine's
-	// scheduling does not eat (60/20 ms did, once, under load).
-	addr, _ := serve(t, map[string]string{"heartbeat": "250"})
-	iv := refer(t, addr, map[string]string{"heartbeat": "25"})
-	if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("a"))); err != nil {
-		t.Fatal(err)
+	const (
+		heartbeatFactor = 2
+		heartbeatMargin = 5 * time.Millisecond
+		heartbeatFloor  = 25 * time.Millisecond
+		heartbeatTries  = 4
+	)
+	// fits is the worst probe round trip a heartbeat of h absorbs;
+	// heartbeatFor the heartbeat, in whole milliseconds (the URL's unit),
+	// that absorbs worst.
+	fits := func(h time.Duration) time.Duration { return (5*h/3 - heartbeatMargin) / heartbeatFactor }
+	heartbeatFor := func(worst time.Duration) time.Duration {
+		return max(heartbeatFloor, (3*(heartbeatFactor*worst+heartbeatMargin)/5 + time.Millisecond).Truncate(time.Millisecond))
 	}
-	time.Sleep(2 * time.Second) // 2.7 of the provider's idle-close periods
-	if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("b"))); err != nil {
-		t.Fatal(err)
+	h := heartbeatFor(probeRoundTrips(t, refer(t, serveAddr(t, nil), nil), 10*time.Millisecond, 200*time.Millisecond))
+	for try := 1; ; try++ {
+		addr := serveAddr(t, map[string]string{"heartbeat": strconv.Itoa(int(4 * h / time.Millisecond))})
+		iv := refer(t, addr, map[string]string{"heartbeat": strconv.Itoa(int(h / time.Millisecond))})
+		if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("a"))); err != nil {
+			t.Fatal(err)
+		}
+		// 24 H: 1.5 times the longest the provider takes to close a
+		// connection whose pings it does not count (3 of its heartbeats
+		// of silence, seen at its next tick: 16 H).
+		silence := 24 * h
+		worst := probeRoundTrips(t, refer(t, addr, nil), h/3, silence)
+		_, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("b")))
+		n := iv.(*invoker).sc.c.Connects()
+		t.Logf("try %d: heartbeat %v (provider %v), silence %v: %d connection(s), call after it: %v; the probe's worst round trip %v (the heartbeat absorbs %v)",
+			try, h, 4*h, silence, n, err, worst.Round(100*time.Microsecond), fits(h).Round(100*time.Microsecond))
+		if err == nil && n == 1 {
+			return
+		}
+		if worst <= fits(h) {
+			t.Fatalf("the connection did not outlive a silence of %v (%d connections made, the call after it: %v): the pings should have kept it, and this machine's round trips (worst %v) were well within the heartbeat of %v",
+				silence, n, err, worst, h)
+		}
+		if try == heartbeatTries {
+			t.Fatalf("%d tries, each with a stall past its heartbeat (the last: a trivial round trip took %v, heartbeat %v): the machine is too busy to tell whether the pings keep the connection",
+				try, worst, h)
+		}
+		// At least double: a stall just past the last one must not make
+		// every try inconclusive.
+		h = max(2*h, heartbeatFor(worst))
 	}
-	if n := iv.(*invoker).sc.c.Connects(); n != 1 {
-		t.Fatalf("%d connections made, want 1: the pings should have kept it", n)
+}
+
+// serveAddr is serve's address.
+func serveAddr(t *testing.T, params map[string]string) string {
+	t.Helper()
+	addr, _ := serve(t, params)
+	return addr
+}
+
+// probeRoundTrips calls Echo on iv every tick for d and returns the worst
+// time from a call's due time to its answer: a trivial round trip on this
+// machine now, with the wait of the goroutine that starts it, as a
+// keepalive's PING from its tick to its ACK. After a late call the ticks
+// start again from now, so that one stall counts once.
+func probeRoundTrips(t *testing.T, iv kernel.Invoker, tick, d time.Duration) time.Duration {
+	t.Helper()
+	var worst time.Duration
+	now := time.Now()
+	end, due := now.Add(d), now
+	for due.Before(end) {
+		due = due.Add(tick)
+		time.Sleep(time.Until(due))
+		if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("Echo", wrapperspb.String("probe"))); err != nil {
+			t.Fatalf("the probe's call: %v", err)
+		}
+		now = time.Now()
+		worst = max(worst, now.Sub(due))
+		if now.Sub(due) > tick {
+			due = now
+		}
 	}
+	return worst
 }
