@@ -47,17 +47,19 @@ func (c *client) sendBody(id uint32, body []byte, end bool) {
 
 // expectGoAway reads until the server's GOAWAY, which must carry code,
 // and then the connection's close.
-func (c *client) expectGoAway(code http2.ErrCode, within time.Duration) *http2.GoAwayFrame {
+func (c *client) expectGoAway(code http2.ErrCode, within time.Duration) goAway {
 	c.t.Helper()
 	c.nc.SetReadDeadline(time.Now().Add(within))
-	_, ga := c.read(1 << 30)
-	if ga == nil || ga.ErrCode != code {
+	_, f := c.read(1 << 30)
+	if f == nil || f.ErrCode != code {
 		var why []byte
-		if ga != nil {
-			why = ga.DebugData()
+		if f != nil {
+			why = f.DebugData()
 		}
-		c.t.Fatalf("GOAWAY %v (%s), want code %v", ga, why, code)
+		c.t.Fatalf("GOAWAY %v (%s), want code %v", f, why, code)
 	}
+	// Copied before reading on: the Framer's next frame invalidates it.
+	ga := goAway{ErrCode: f.ErrCode, debug: string(f.DebugData())}
 	for {
 		if _, err := c.fr.ReadFrame(); err != nil {
 			var ne net.Error
@@ -68,6 +70,14 @@ func (c *client) expectGoAway(code http2.ErrCode, within time.Duration) *http2.G
 		}
 	}
 }
+
+// goAway is what a GOAWAY said, kept past the frame.
+type goAway struct {
+	ErrCode http2.ErrCode
+	debug   string
+}
+
+func (g goAway) DebugData() []byte { return []byte(g.debug) }
 
 // expectReset reads stream id until it ends and wants it reset with code.
 func (c *client) expectReset(id uint32, code http2.ErrCode) {

@@ -7,6 +7,15 @@ import (
 	"testing"
 )
 
+// skipUnderRace skips a test that weighs allocations: under -race they are
+// the race runtime's too. test.sh runs these without -race, so CI runs
+// them.
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation figures under -race are not a program's; test.sh runs this without -race")
+	}
+}
+
 // intKeyMap is an 'H' map of n distinct int keys (outside 0-255, so each is
 // boxed) to null: six wire bytes an entry.
 func intKeyMap(n int) []byte {
@@ -33,6 +42,7 @@ func varList(n int, elem string) []byte {
 // a guess, and 16 frames of such maps held 3.1× their size in RSS
 // (TestHostileFramesMemoryBounded in test/).
 func TestDecodeBudgetChargesRealCost(t *testing.T) {
+	skipUnderRace(t)
 	// A class without a registered type decodes into a map[string]any
 	// made at its size: 20 fields, then 4,000 objects of it.
 	var obj strings.Builder
@@ -111,6 +121,7 @@ func TestDecodeBudgetChargesRealCost(t *testing.T) {
 // A map refused by the budget is refused before it makes the tables it
 // was refused for: the growth is charged before the entry goes in.
 func TestDecodeBudgetRefusesMapGrowthBeforeIt(t *testing.T) {
+	skipUnderRace(t)
 	data := intKeyMap(400_000) // 2.4 MB: a budget of ~5.8 MB
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -1,0 +1,5 @@
+//go:build !race
+
+package hessian2
+
+const raceEnabled = false
