@@ -116,7 +116,10 @@ func untilFull(start, elem, end []byte) func(room int) []byte {
 
 // 16 connections each send the worst 8 MiB request we could build, at
 // once, five kinds one after the other, to a provider process: its peak
-// RSS must stay under 16 × 3 × 8 MiB over its baseline, every request must
+// RSS must stay under 2.5 × the 16 × 8 MiB sent over its baseline (issue
+// 22: the map kinds reached 3.1× when a map entry was charged a guess; the
+// decoder now charges maps their real Go cost, and the transport bounds
+// the read buffers of large frames held at once), every request must
 // get an error answer naming the memory budget or the parameter cap, and
 // RSS must come back near the baseline after. Before issue 10 one frame of
 // nulls took ~146 MiB and 16 of them ~2.2 GiB.
@@ -133,7 +136,7 @@ func TestHostileFramesMemoryBounded(t *testing.T) {
 	const (
 		conns   = 16
 		payload = dubbo.DefaultPayload
-		bound   = conns * 3 * payload
+		bound   = conns * 5 * payload / 2
 		// abort is where the test stops the attack and kills the child:
 		// the provider failed long before, and the machine is shared.
 		abort = 3 << 30
@@ -234,7 +237,7 @@ func TestHostileFramesMemoryBounded(t *testing.T) {
 			t.Errorf("%s: %d of %d requests without the expected answer, e.g. %s", b.name, len(bad), conns, bad[0])
 		}
 		if h > baseline+bound {
-			t.Errorf("%s: peak RSS %s is over baseline %s + 16 × 3 × 8 MiB = %s", b.name, mib(h), mib(baseline), mib(baseline+bound))
+			t.Errorf("%s: peak RSS %s is over baseline %s + 2.5 × 16 × 8 MiB = %s", b.name, mib(h), mib(baseline), mib(baseline+bound))
 		}
 		if killed.Load() || h > baseline+2*bound {
 			break // failed far beyond the bound: spare the shared machine the rest
