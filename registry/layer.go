@@ -662,7 +662,7 @@ func (u *union) list() []*kernel.URL {
 }
 
 // registrationKey is a provider URL without the parameters that the
-// application-level metadata leaves out (volatileParams).
+// application-level metadata leaves out (volatileParamNames).
 func registrationKey(u *kernel.URL) string {
 	for _, k := range volatileParamNames {
 		if _, ok := u.Lookup(k); ok {

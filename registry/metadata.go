@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,24 +126,20 @@ func serviceKey(iface, group, version string) string {
 	return k
 }
 
-// volatileParams are left out of a ServiceInfo: they change at every start
+// volatileParamNames are left out of a ServiceInfo: they change at every start
 // and would change the revision with them.
-var (
-	volatileParamNames = []string{kernel.KeyTimestamp, "pid", extension.KeyCategory, KeyRegister}
-	volatileParams     = map[string]bool{}
-)
+var volatileParamNames = []string{kernel.KeyTimestamp, "pid", extension.KeyCategory, KeyRegister}
 
-func init() {
-	for _, k := range volatileParamNames {
-		volatileParams[k] = true
-	}
+// isVolatile reports whether k is one of volatileParamNames.
+func isVolatile(k string) bool {
+	return slices.Contains(volatileParamNames, k)
 }
 
 // serviceInfo describes an exported URL for the metadata.
 func serviceInfo(u *kernel.URL) *ServiceInfo {
 	params := map[string]string{}
 	for k, v := range u.Params() {
-		if !volatileParams[k] {
+		if !isVolatile(k) {
 			params[k] = v
 		}
 	}
