@@ -67,7 +67,7 @@ func closedBy(t *testing.T, c *Conn, within time.Duration, want error) time.Dura
 	select {
 	case <-c.Done():
 	case <-time.After(within):
-		t.Fatalf("connection still open after %v (%d bytes queued)", within, c.Queued())
+		t.Fatalf("connection still open after %v (%d bytes queued)", within, c.queued())
 	}
 	if !errors.Is(c.Err(), want) {
 		t.Fatalf("closed with %v, want %v", c.Err(), want)
@@ -105,7 +105,7 @@ func TestAnswersToPeerThatNeverReadsAreBoundedAndClosed(t *testing.T) {
 	go func() {
 		defer close(done)
 		for !c.IsClosed() {
-			most = max(most, c.Queued())
+			most = max(most, c.queued())
 			time.Sleep(time.Millisecond)
 		}
 	}()

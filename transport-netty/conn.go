@@ -310,11 +310,9 @@ func (c *Conn) IsClosed() bool { return c.closed.Load() }
 // Done is closed when the channel closes.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Queued is the number of bytes queued for writing and not yet taken by
-// a writer: zero when the peer keeps up. A protocol counts the control
-// frames it answered since the queue was last empty with it (an HTTP/2
-// PING flood from a peer that never reads).
-func (c *Conn) Queued() int {
+// queued is the number of bytes queued for writing and not yet taken by
+// a writer: zero when the peer keeps up.
+func (c *Conn) queued() int {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return len(c.wbuf)
@@ -411,19 +409,26 @@ func (c *Conn) Send(msg any) error {
 // reading any; past MaxQueuedControl of them waiting since the queue was
 // last empty the connection is closed with ErrBackedUp.
 func (c *Conn) SendControl(msg any) error {
-	c.wmu.Lock()
-	if len(c.wbuf) == 0 {
-		c.control = 0
-	}
-	c.control++
-	over := c.control > MaxQueuedControl
-	c.wmu.Unlock()
-	if over {
+	if !c.CountControl() {
 		err := fmt.Errorf("over %d control frames queued to %s: %w", MaxQueuedControl, c.remote, ErrBackedUp)
 		c.fail(err)
 		return err
 	}
 	return c.Send(msg)
+}
+
+// CountControl counts a control frame about to be queued and reports
+// whether it is within MaxQueuedControl of them since the queue was last
+// empty: SendControl's count, for a protocol that says something of its
+// own before it closes (HTTP/2's GOAWAY ENHANCE_YOUR_CALM).
+func (c *Conn) CountControl() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if len(c.wbuf) == 0 {
+		c.control = 0
+	}
+	c.control++
+	return c.control <= MaxQueuedControl
 }
 
 // noteLen keeps long, the read loop's lock-free hint that the queue is
@@ -456,7 +461,7 @@ func (c *Conn) waitQueue() bool {
 	defer c.paused.Store(false)
 	t := time.NewTimer(50 * time.Millisecond)
 	defer t.Stop()
-	for c.Queued() > pauseReadAt/2 {
+	for c.queued() > pauseReadAt/2 {
 		select {
 		case <-c.rsignal:
 		case <-t.C:

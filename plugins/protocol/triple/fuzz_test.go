@@ -30,8 +30,8 @@ func (r *recorder) CloseGracefully(time.Duration) { r.closed = true }
 
 func (r *recorder) Close() error { r.closed = true; return nil }
 
-// Queued says the peer reads everything at once.
-func (r *recorder) Queued() int { return 0 }
+// CountControl says the peer reads everything at once.
+func (r *recorder) CountControl() bool { return true }
 
 func (r *recorder) Done() <-chan struct{} { return nil }
 

@@ -212,8 +212,10 @@ type wire interface {
 	Send(msg any) error
 	CloseGracefully(wait time.Duration)
 	Close() error
-	// Queued is the bytes waiting for a writer: 0 when the peer reads.
-	Queued() int
+	// CountControl counts a control frame about to be sent: false past
+	// the transport's bound on those queued to a peer that does not read
+	// them (netty.MaxQueuedControl).
+	CountControl() bool
 	// Done is closed when the connection closes (nil: never).
 	Done() <-chan struct{}
 }
@@ -245,7 +247,6 @@ type serverConn struct {
 	connFree int // consumed on the read loop, not yet given back
 	partial  int // held by unary requests not yet complete
 
-	ctrl  int       // control frames queued in answer since the write queue was last empty
 	rates resetRate // client resets and refused streams, for rapid reset
 	// windowUpdates counts the client's WINDOW_UPDATE frames, dataOut the
 	// DATA frames the server sent (by the calls' goroutines), for
@@ -355,15 +356,12 @@ func (sc *serverConn) send(b []byte) {
 }
 
 // control queues a frame the read loop sends in answer to the peer's
-// (SETTINGS and PING acknowledgements, RST_STREAM, WINDOW_UPDATE), counting
-// those queued since the write queue was last empty: a peer that sends
+// (SETTINGS and PING acknowledgements, RST_STREAM, WINDOW_UPDATE), counted
+// by the transport as the Dubbo heartbeat replies are: a peer that sends
 // frames to be answered and never reads what they cost is closed, as x/net
-// closes past maxQueuedControlFrames.
+// closes past maxQueuedControlFrames, here with GOAWAY saying why.
 func (sc *serverConn) control(b []byte) {
-	if sc.conn.Queued() == 0 {
-		sc.ctrl = 0
-	}
-	if sc.ctrl++; sc.ctrl > maxQueuedControlFrames {
+	if !sc.conn.CountControl() {
 		sc.fail(errEnhanceYourCalm, "over %d control frames queued to a peer that does not read them", maxQueuedControlFrames)
 		return
 	}
@@ -371,8 +369,8 @@ func (sc *serverConn) control(b []byte) {
 }
 
 // maxQueuedControlFrames is x/net's bound (http2/server.go) on the control
-// frames queued to one peer.
-const maxQueuedControlFrames = 10000
+// frames queued to one peer, the transport's.
+const maxQueuedControlFrames = netty.MaxQueuedControl
 
 // fail ends the connection with GOAWAY code, saying why.
 func (sc *serverConn) fail(code uint32, format string, args ...any) {
