@@ -49,6 +49,12 @@ step "test/h2spec: go test -race" test/h2spec go test -race -count=1 ./...
 
 echo
 if ((${#FAILED[@]})); then
+	# Where the Nacos stand-in waits, if it ran: a stalled server shows
+	# here rather than only as timeouts in the tests.
+	if [ -n "${NACOS_TEST_POLARIS_DIR:-}" ]; then
+		test/nacos/polaris.sh dump "$NACOS_TEST_POLARIS_DIR" | head -c 8000
+		echo
+	fi
 	echo "test.sh: ${#FAILED[@]} step(s) failed:"
 	printf '  %s\n' "${FAILED[@]}"
 	exit 1

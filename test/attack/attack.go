@@ -100,7 +100,12 @@ func Cases() []Case {
 	return []Case{
 		{Name: "heartbeat flood, never read", Proto: "dubbo", Conns: 2, For: 6 * time.Second, attack: dubboFlood(heartbeat)},
 		{Name: "large answers, never read", Proto: "dubbo", Conns: 2, For: 8 * time.Second, attack: dubboFlood(echoRequest(64 << 10))},
-		{Name: "unfinished bodies", Proto: "dubbo", Conns: 8, For: 22 * time.Second, CloseWithin: 30 * time.Second, attack: dubboUnfinished},
+		// The provider allows an 8 MiB body 10 s + 1 s/MiB = 18 s, checked
+		// every second; the attack runs the full 30 s the bound allows, so a
+		// close that a loaded machine delays past 22 s still counts (CI,
+		// 2026-12-02: the last of 8 was not closed by 22 s under -race and
+		// stress-ng).
+		{Name: "unfinished bodies", Proto: "dubbo", Conns: 8, For: 30 * time.Second, CloseWithin: 30 * time.Second, attack: dubboUnfinished},
 		{Name: "slowloris, 1000 connections", Proto: "dubbo", Conns: 1000, For: 16 * time.Second, CloseWithin: 30 * time.Second, attack: dubboSlowloris},
 		{Name: "PING flood, never read", Proto: "tri", Conns: 2, For: 6 * time.Second, attack: h2Flood(pingFrames)},
 		{Name: "SETTINGS flood, never read", Proto: "tri", Conns: 2, For: 6 * time.Second, attack: h2Flood(settingsFrames)},

@@ -9,6 +9,14 @@
 #   test/nacos/polaris.sh start DIR   start it in the background (data and logs in DIR,
 #                                     DIR/polaris.log), wait until ready, print the pid
 #   test/nacos/polaris.sh stop DIR    stop the server started from DIR
+#   test/nacos/polaris.sh dump DIR    print what the running server's goroutines
+#                                     wait on (pprof), and its recent errors
+#
+# The build applies polaris.patch (next to this script): PolarisMesh v1.18.1
+# notifies subscribers while holding its push center's lock, and waits
+# without limit for a client's stream to take a push, so one client that
+# does not read its stream stalled every subscribe and push of the server
+# (CI on 2026-12-02: every Nacos test after the first push timed out).
 #
 # All three are idempotent: build skips when the binary exists, start returns
 # the running pid when the server already answers, stop is quiet when nothing
@@ -26,7 +34,7 @@ READY_URL=http://127.0.0.1:8848/nacos/v1/ns/operator/metrics
 START_TIMEOUT=${POLARIS_START_TIMEOUT:-60}
 
 usage() {
-	echo "usage: $0 build|start|stop DIR" >&2
+	echo "usage: $0 build|start|stop|dump DIR" >&2
 	exit 2
 }
 
@@ -37,6 +45,8 @@ DIR=$(cd "$2" && pwd)
 BIN=$DIR/polaris-server
 PIDFILE=$DIR/polaris.pid
 LOG=$DIR/polaris.log
+PATCH=$(cd "$(dirname "$0")" && pwd)/polaris.patch
+STAMP=$BIN.patch
 
 log() { echo "polaris.sh: $*" >&2; }
 
@@ -71,8 +81,10 @@ patch_config() {
 }
 
 build() {
-	if [ -x "$BIN" ]; then
-		log "$BIN exists, skipping build"
+	local want
+	want="$VERSION $(sha256sum "$PATCH" | cut -d' ' -f1)"
+	if [ -x "$BIN" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
+		log "$BIN exists ($want), skipping build"
 		return
 	fi
 	local t0=$SECONDS src
@@ -84,9 +96,11 @@ build() {
 	mkdir -p "$DIR/conf"
 	cp -r "$DIR/src/release/conf/." "$DIR/conf/"
 	patch_config "$DIR/src/release/conf/polaris-server.yaml" "$DIR/conf/polaris-server.yaml"
+	(cd "$DIR/src" && patch -p1 --forward --quiet <"$PATCH") || { log "polaris.patch does not apply to $VERSION"; exit 1; }
 	log "building $MODULE@$VERSION in $DIR/src"
 	(cd "$DIR/src" && CGO_ENABLED=0 go build -o "$BIN.tmp" .)
 	mv "$BIN.tmp" "$BIN"
+	echo "$want" >"$STAMP"
 	log "built $BIN in $((SECONDS - t0)) s"
 }
 
@@ -165,7 +179,17 @@ stop() {
 	rm -f "$PIDFILE"
 }
 
+# dump prints, for a failed run, where the server's goroutines wait (the
+# pprof listener of the api-http server, 127.0.0.1:8090) and its last errors.
+dump() {
+	echo "polaris.sh: goroutines of the server (pprof, grouped by stack):"
+	curl -fsS --max-time 10 "http://127.0.0.1:8090/debug/pprof/goroutine?debug=1" 2>&1 | head -c 60000 || true
+	echo "polaris.sh: last errors of the Nacos front end:"
+	tail -n 20 "$DIR/log/runtime/nacos-apiserver-error.log" 2>/dev/null | cut -c1-300 || true
+}
+
 case $cmd in
+dump) dump ;;
 build) build ;;
 start) start ;;
 stop) stop ;;
