@@ -2,6 +2,7 @@ package netty
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -43,6 +44,11 @@ const (
 // calls, while the calls it has sent are still answered.
 const ReadOnlyEvent = "R"
 
+// ErrServerBusy, wrapped in a Request's Broken, says the codec had no room
+// to decode a sound body (its shared decode memory was in use): the server
+// answers status 100, which consumers retry on another provider.
+var ErrServerBusy = errors.New("server busy")
+
 // Request is an exchange-level request: a call, a heartbeat (Event with no
 // Data), or the READONLY event (Event with Data ReadOnlyEvent).
 type Request struct {
@@ -51,7 +57,8 @@ type Request struct {
 	Event  bool
 	Data   any
 	// Broken is set by a codec that could not decode the body: the server
-	// answers BadRequest with its text.
+	// answers BadRequest with its text, or, when it wraps ErrServerBusy,
+	// status 100 (the body was fine, the server had no room for it).
 	Broken error
 }
 
@@ -727,7 +734,11 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		return true
 	case req.Broken != nil:
 		if req.TwoWay {
-			reply(conn, &Response{ID: req.ID, Status: StatusBadRequest, ErrMsg: req.Broken.Error()})
+			status := StatusBadRequest
+			if errors.Is(req.Broken, ErrServerBusy) {
+				status = StatusServerThreadpoolExhausted
+			}
+			reply(conn, &Response{ID: req.ID, Status: status, ErrMsg: req.Broken.Error()})
 		}
 		return true
 	}

@@ -92,6 +92,30 @@ type Codec struct {
 	// factor bounds the Go memory a body decodes into: factor × its size
 	// plus hessian2.BudgetSlack (hessian2.BudgetFactor unless set).
 	factor int
+	// pool bounds the memory of the bodies this codec decodes at once
+	// (KeyDecodeMemory).
+	pool *hessian2.Pool
+}
+
+// KeyDecodeMemory is the URL parameter (a protocol's params) that bounds,
+// in bytes, the Go memory of all the bodies a protocol decodes at once;
+// default DecodeMemoryFactor × payload. Each body is bounded by its own
+// budget (decode.factor); this bounds many connections each sending a body
+// just under it. A body that finds it used up is answered "server busy"
+// (Dubbo status 100), which a consumer retries on another provider.
+const KeyDecodeMemory = "decode.memory"
+
+// DecodeMemoryFactor × payload is the default decode.memory: 256 MiB for
+// Dubbo's 8 MiB payload.
+const DecodeMemoryFactor = 32
+
+// WithDecodeMemory returns c with a shared decode memory of n bytes; n <= 0
+// keeps the default.
+func (c *Codec) WithDecodeMemory(n int64) *Codec {
+	if n > 0 {
+		c.pool = hessian2.NewPool(n)
+	}
+	return c
 }
 
 // KeyDecodeFactor is the URL parameter (a protocol's params) that sets
@@ -114,6 +138,7 @@ func (c *Codec) budget(d *hessian2.Decoder) *hessian2.Decoder {
 	if c.factor > 0 {
 		d.SetBudgetFactor(c.factor)
 	}
+	d.SetPool(c.pool)
 	return d
 }
 
@@ -123,7 +148,8 @@ func NewCodec(payload int) *Codec {
 	if payload <= 0 {
 		payload = DefaultPayload
 	}
-	return &Codec{ser: hessian2.New(), payload: payload, intern: hessian2.NewInterner(4096)}
+	return &Codec{ser: hessian2.New(), payload: payload, intern: hessian2.NewInterner(4096),
+		pool: hessian2.NewPool(int64(DecodeMemoryFactor) * int64(payload))}
 }
 
 var _ extension.Codec = (*Codec)(nil)
@@ -392,7 +418,9 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 			req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not supported (hessian2 = %d)", id, ser, hessian2.ID)
 		default:
 			f.body.frame = f
-			if err := c.decodeRequestBody(body, &f.body); err != nil {
+			if err := c.decodeRequestBody(body, &f.body); errors.Is(err, hessian2.ErrBusy) {
+				req.Broken = fmt.Errorf("weft: dubbo request %d: %w (%w)", id, netty.ErrServerBusy, err)
+			} else if err != nil {
 				req.Broken = fmt.Errorf("weft: dubbo request %d: %w", id, err)
 			} else {
 				req.Data = &f.body
@@ -426,6 +454,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 
 func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 	d := c.budget(hessian2.NewInterningDecoder(body, c.intern))
+	defer d.Release()
 	var strs [5]string
 	for i := range strs {
 		s, err := d.DecodeString()
@@ -470,6 +499,7 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 
 func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
 	d := c.budget(hessian2.NewDecoder(body))
+	defer d.Release()
 	fv, err := d.Decode()
 	if err != nil {
 		return fmt.Errorf("decode response flag: %w", err)

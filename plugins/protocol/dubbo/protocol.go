@@ -136,7 +136,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	defer p.mu.Unlock()
 	s := p.servers[addr]
 	if s == nil {
-		s = &server{codec: NewCodec(int(u.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(u.ParamInt(KeyDecodeFactor, 0)))}
+		s = &server{codec: NewCodec(int(u.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(u.ParamInt(KeyDecodeFactor, 0))).WithDecodeMemory(u.ParamInt(KeyDecodeMemory, 0))}
 		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
 			netty.ServerOptions{
 				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
@@ -338,7 +338,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		Heartbeat: time.Duration(url.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 		Reconnect: time.Duration(url.ParamInt(KeyReconnect, int64(netty.DefaultReconnect/time.Millisecond))) * time.Millisecond,
 	}
-	codec := NewCodec(int(url.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(url.ParamInt(KeyDecodeFactor, 0)))
+	codec := NewCodec(int(url.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(url.ParamInt(KeyDecodeFactor, 0))).WithDecodeMemory(url.ParamInt(KeyDecodeMemory, 0))
 	iv := &invoker{p: p, url: url, version: url.Param(kernel.KeyVersion)}
 	// The provider URL's parameters every call sends (kernel's table:
 	// path, interface, version, group, token); the per-method ones are

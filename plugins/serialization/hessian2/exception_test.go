@@ -67,7 +67,8 @@ func TestExceptionPlainError(t *testing.T) {
 		t.Fatalf("body % x, want %s", body, want)
 	}
 	v, got := consume(t, body)
-	if u, ok := v.(*UnknownException); !ok || u.Class != throwableClass {
+	// The library's own type for java.lang.Throwable.
+	if th, ok := v.(Throwable); !ok || th.JavaClassName() != throwableClass || fmt.Sprintf("%T", v) != "*java_exception.Throwable" {
 		t.Fatalf("decoded %T %+v", v, v)
 	}
 	assertBiz(t, got, "java.lang.Throwable", err.Error())
@@ -79,16 +80,16 @@ func TestExceptionPlainError(t *testing.T) {
 // TestExceptionClassKnownToConsumer: a business error naming a class goes
 // out as an object of that class, which a consumer that registered the class
 // decodes into it, and one that did not into an UnknownException of the
-// class (java.lang.IllegalStateException too: this package knows no Java
-// exception classes by itself). The oracle module checks that the library
-// decodes them into its own types.
+// class; java.lang.IllegalStateException, which the library knows, into
+// the library's type.
 func TestExceptionClassKnownToConsumer(t *testing.T) {
 	for _, c := range []struct {
 		class string
 		typ   string
 	}{
 		{"org.weft.test.BizException", "*hessian2.bizException"},
-		{"java.lang.IllegalStateException", "*hessian2.UnknownException"},
+		{"java.lang.IllegalStateException", "*java_exception.IllegalStateException"},
+		{"org.weft.test.NobodyRegisteredThis", "*hessian2.UnknownException"},
 	} {
 		err := &kernel.Error{Code: kernel.CodeBiz, Class: c.class, Msg: "bad state"}
 		v, got := consume(t, responseBody(t, err))

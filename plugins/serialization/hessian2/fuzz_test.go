@@ -3,10 +3,13 @@ package hessian2
 import (
 	"strings"
 	"testing"
+
+	"github.com/weftrpc/weft/kernel/view"
 )
 
-// FuzzDecode: no input makes decoding panic or run away, and whatever decodes
-// can be marshalled again. Seeds are in testdata/fuzz/FuzzDecode. (The
+// FuzzDecode: no input makes decoding panic or run away, whatever decodes
+// is walked (kernel/view's bounded walker, as logs and errors walk values)
+// and can be marshalled again. Seeds are in testdata/fuzz/FuzzDecode. (The
 // oracle module's FuzzDecode also decodes with dubbo-go-hessian2 and
 // compares.)
 //
@@ -21,6 +24,7 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				break
 			}
+			_ = view.Text(v)
 			vals = append(vals, v)
 		}
 		if d.err != nil && len(d.err.Error()) > 1000 {

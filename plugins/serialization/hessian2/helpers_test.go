@@ -1,6 +1,8 @@
 package hessian2
 
 import (
+	hessian "github.com/apache/dubbo-go-hessian2"
+
 	"bytes"
 	"io"
 	"testing"
@@ -21,12 +23,12 @@ var (
 // user is a registered POJO (the oracle registers it with the library too).
 type user = h2test.User
 
-// color is an enum, of the shape of dubbo-go's POJOEnum.
+// color is an enum: the library's POJOEnum.
 type color int32
 
 func (c color) JavaClassName() string { return "org.weft.test.Color" }
 func (c color) String() string        { return [...]string{"RED", "GREEN"}[c] }
-func (color) EnumValue(s string) int32 {
+func (color) EnumValue(s string) hessian.JavaEnum {
 	if s == "GREEN" {
 		return 1
 	}

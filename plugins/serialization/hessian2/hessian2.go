@@ -1,10 +1,6 @@
 package hessian2
 
-import (
-	"fmt"
-
-	"github.com/weftrpc/weft/extension"
-)
+import "github.com/weftrpc/weft/extension"
 
 // Name is the extension name under which Dubbo URLs select this
 // serialization (serialization=hessian2), and Dubbo's default.
@@ -25,21 +21,6 @@ func New() *Serialization { return &Serialization{} }
 
 // ID returns 2, which tells the peer how to read the body.
 func (*Serialization) ID() byte { return ID }
-
-// Marshal appends to dst the Hessian encodings of values, as one stream: what
-// one hessian.Encoder would write encoding them one after another, so class
-// definitions and back references are shared across the values. A typical
-// request or response (fast types only, see the package documentation)
-// allocates nothing but dst's growth. On error dst is returned unchanged.
-func (*Serialization) Marshal(dst []byte, values ...any) ([]byte, error) {
-	e := encoder{b: dst}
-	for i, v := range values {
-		if !e.value(v) {
-			return dst, fmt.Errorf("hessian2: value %d (%T): %w", i, v, e.err)
-		}
-	}
-	return e.b, nil
-}
 
 // NewDecoder returns a decoder of the values in data, in order. data must
 // not change while the decoder is in use; decoded values do not alias it.

@@ -161,9 +161,9 @@ func TestExceptionsToTheLibrary(t *testing.T) {
 }
 
 // TestExceptionsFromTheLibrary: what dubbo-go writes for its exception types
-// weft reads as business errors with the class and the message: its
-// built-in exceptions as UnknownException of the class (weft knows no Java
-// exception classes by itself), its generic exception by the wrapped class.
+// weft reads as business errors with the class and the message: into the
+// library's own types (weft decodes with it), its generic exception by the
+// wrapped class.
 func TestExceptionsFromTheLibrary(t *testing.T) {
 	generic := java_exception.NewDubboGenericException("com.foo.Orig", "orig message")
 	generic.DetailMessage = "com.foo.Orig: orig message\n\tat ..."
@@ -172,9 +172,9 @@ func TestExceptionsFromTheLibrary(t *testing.T) {
 		class, msg string
 		typ        string
 	}{
-		{java_exception.NewThrowable("t"), "java.lang.Throwable", "t", "*hessian2.UnknownException"},
-		{java_exception.NewNullPointerException("npe"), "java.lang.NullPointerException", "npe", "*hessian2.UnknownException"},
-		{generic, "com.foo.Orig", "orig message", "*hessian2.GenericException"},
+		{java_exception.NewThrowable("t"), "java.lang.Throwable", "t", "*java_exception.Throwable"},
+		{java_exception.NewNullPointerException("npe"), "java.lang.NullPointerException", "npe", "*java_exception.NullPointerException"},
+		{generic, "com.foo.Orig", "orig message", "*java_exception.DubboGenericException"},
 		{&bizException{DetailMessage: "biz"}, "org.weft.test.BizException", "biz", "*oracle.bizException"},
 	} {
 		vals, err := weftDecodeAll(libEncode(t, hessian.RESPONSE_WITH_EXCEPTION, c.v))
