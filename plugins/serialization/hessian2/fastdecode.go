@@ -48,25 +48,17 @@ func (d *Decoder) DecodeString() (string, error) {
 // ints, booleans and nulls. null, and an empty untyped map, read as a nil
 // map; io.EOF at the end of the data.
 func (d *Decoder) DecodeStringMap() (map[string]any, error) {
-	if d.err == nil && d.pos < len(d.data) && d.data[d.pos] == tagUMap {
-		// The map is checked (and charged) with the rest of the body
-		// first, as the library would see it.
-		if !d.checked {
-			if err := d.start(); err != nil {
-				d.err = err
-				return nil, err
-			}
+	if d.err == nil && d.pos < len(d.data) && d.data[d.pos] == tagUMap && d.skip == 0 {
+		// Read here, bounded by the budget as it goes (stringMap), or
+		// left to check and the library if it holds anything else.
+		m, end, ok, err := d.stringMap(d.pos)
+		if err != nil {
+			d.err = err
+			return nil, err
 		}
-		if d.skip == 0 {
-			m, end, ok, err := d.stringMap(d.pos)
-			if err != nil {
-				d.err = err
-				return nil, err
-			}
-			if ok {
-				d.passed(end)
-				return m, nil
-			}
+		if ok {
+			d.passed(end)
+			return m, nil
 		}
 	}
 	v, err := d.Decode()
@@ -91,10 +83,13 @@ func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 }
 
 // stringMap reads the untyped map at p if every key is a string and every
-// value a scalar (ok false, nothing read, otherwise). check has accepted
-// and charged the bytes it reads.
+// value a scalar (ok false, nothing read, otherwise). It charges what it
+// builds to the decoder's budget as it goes, as check would: a map's slots,
+// its boxed values, its strings.
 func (d *Decoder) stringMap(p int) (m map[string]any, end int, ok bool, err error) {
+	start := p
 	p++ // 'H'
+	var cost int64
 	for {
 		if p >= len(d.data) {
 			return nil, 0, false, errAt(p, "data ends inside a map")
@@ -109,17 +104,32 @@ func (d *Decoder) stringMap(p int) (m map[string]any, end int, ok bool, err erro
 		if err != nil {
 			return nil, 0, false, err
 		}
-		v, e, ok := scalarAt(d.data, e)
+		v, e2, ok := scalarAt(d.data, e)
 		if !ok {
 			return nil, 0, false, nil
+		}
+		// A slot (key and value headers, its share of the table and its
+		// growth) and the bytes of the key and of a string value.
+		cost += costMapEntry + int64(len(k))
+		if s, isStr := v.(string); isStr {
+			cost += int64(len(s)) + costSlot
+		}
+		if cost > d.budget {
+			return nil, 0, false, errAt(start, "an attachments map of more than the memory budget of %d bytes for this %d-byte body; send fewer attachments, or raise the protocol's decode.factor", d.budget, d.size)
 		}
 		if m == nil {
 			m = make(map[string]any, 8)
 		}
 		m[k] = v
-		p = e
+		p = e2
 	}
 }
+
+// costMapEntry is what stringMap charges a map entry: the slot of a
+// map[string]any (32 bytes of key and value, its control byte, its share of
+// the table's rounding, ~40) and the table it grows into when it doubles,
+// as much again.
+const costMapEntry = 2 * 40
 
 // scalarAt reads the string, int, boolean or null at p; ok is false for
 // anything else (left to the library).

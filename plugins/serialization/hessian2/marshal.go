@@ -29,6 +29,17 @@ func (*Serialization) Marshal(dst []byte, values ...any) (out []byte, err error)
 		if b, ok = appendScalar(b, v); ok {
 			continue
 		}
+		// A map of scalars written last (a body's attachments) after
+		// scalars only is written here too: nothing before it can be the
+		// same map, nothing after it can refer back, so the peer's count
+		// of references is the library's.
+		if m, isMap := v.(map[string]any); isMap && e == nil && i == len(values)-1 && m != nil {
+			if _, isClass := m[classKey]; !isClass {
+				if b, ok = AppendStringMap(b, nil, m); ok {
+					continue
+				}
+			}
+		}
 		if u, isU := v.(*UnknownException); isU && u != nil {
 			v = u.asMap()
 		}
