@@ -152,7 +152,9 @@ type ProtocolConfig struct {
 	// Threads bounds the provider's pool (Dubbo's default 200).
 	Threads int `koanf:"threads"`
 	// Payload is the largest frame in bytes (Dubbo's default 8 MiB).
-	Payload       int            `koanf:"payload"`
+	Payload int `koanf:"payload"`
+	// Serialization names what the protocol's services answer and its
+	// references call in by default: hessian2, or a plugin's.
 	Serialization string         `koanf:"serialization"`
 	Params        map[string]any `koanf:"params"`
 }
@@ -244,11 +246,14 @@ type ServiceConfig struct {
 	// none, or the token itself.
 	Token string `koanf:"token"`
 	// TPS and TPSInterval override provider.tps and provider.tps_interval.
-	TPS         int                     `koanf:"tps"`
-	TPSInterval int                     `koanf:"tps_interval"`
-	Weight      int                     `koanf:"weight"`
-	Methods     map[string]MethodConfig `koanf:"methods"`
-	Params      map[string]any          `koanf:"params"`
+	TPS         int `koanf:"tps"`
+	TPSInterval int `koanf:"tps_interval"`
+	Weight      int `koanf:"weight"`
+	// Serialization overrides the protocol's serialization for this
+	// service (Dubbo's service-level `serialization`).
+	Serialization string                  `koanf:"serialization"`
+	Methods       map[string]MethodConfig `koanf:"methods"`
+	Params        map[string]any          `koanf:"params"`
 }
 
 // ConsumerConfig holds the defaults of every reference and the references.
@@ -288,6 +293,9 @@ type ReferenceConfig struct {
 	// MigrationStep overrides application.migration_step for this
 	// reference.
 	MigrationStep string `koanf:"migration_step"`
+	// Serialization is what this reference writes its calls in (Dubbo's
+	// `serialization`; hessian2 by default, or a plugin's by name).
+	Serialization string `koanf:"serialization"`
 	// Routers are condition rules applied to this reference's providers;
 	// the tag router (dubbo.tag) is always on.
 	Routers []RouterConfig          `koanf:"routers"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	"log/slog"
 	"time"
 
@@ -46,15 +47,16 @@ type Extension[T any] struct {
 // The fx value groups that collect each point's extensions. A plugin is an
 // fx.Option that provides an Extension[T] into its group.
 const (
-	groupProtocol    = `group:"weft.protocol"`
-	groupFilter      = `group:"weft.filter"`
-	groupCluster     = `group:"weft.cluster"`
-	groupLoadBalance = `group:"weft.loadbalance"`
-	groupRouter      = `group:"weft.router"`
-	groupRegistry    = `group:"weft.registry"`
-	groupDiscovery   = `group:"weft.servicediscovery"`
-	groupConfig      = `group:"weft.configcenter"`
-	groupSpanExport  = `group:"weft.spanexporter"`
+	groupProtocol      = `group:"weft.protocol"`
+	groupFilter        = `group:"weft.filter"`
+	groupCluster       = `group:"weft.cluster"`
+	groupLoadBalance   = `group:"weft.loadbalance"`
+	groupRouter        = `group:"weft.router"`
+	groupRegistry      = `group:"weft.registry"`
+	groupDiscovery     = `group:"weft.servicediscovery"`
+	groupConfig        = `group:"weft.configcenter"`
+	groupSpanExport    = `group:"weft.spanexporter"`
+	groupSerialization = `group:"weft.serialization"`
 )
 
 func groupOf[T any]() string {
@@ -78,6 +80,8 @@ func groupOf[T any]() string {
 		return groupConfig
 	case *extension.SpanExporterFactory:
 		return groupSpanExport
+	case *extension.Serialization:
+		return groupSerialization
 	}
 	panic("weft: no extension group for this type")
 }
@@ -100,25 +104,32 @@ func builtins() fx.Option {
 
 		// The TLS material loads while the App is built, so that a bad
 		// file fails weft.New, not the first call.
-		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config) (Extension[extension.Protocol], error) {
+		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization]) (Extension[extension.Protocol], error) {
+			sers := &serializations{l: sl}
 			if cfg.TLS.transport().IsZero() {
-				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.New(log), nil }}, nil
+				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.New(log).WithSerializations(sers), nil }}, nil
 			}
 			t, err := netty.NewTLS(cfg.TLS.transport(), log)
 			if err != nil {
 				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
 			}
-			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.NewTLS(log, t), nil }}, nil
+			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.NewTLS(log, t).WithSerializations(sers), nil }}, nil
 		}),
-		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config) (Extension[extension.Protocol], error) {
+		// Dubbo's default serialization; plugins add others by name
+		// (`serialization` on a protocol, service or reference).
+		Plugin[extension.Serialization](func() Extension[extension.Serialization] {
+			return Extension[extension.Serialization]{Name: hessian2.Name, New: value[extension.Serialization](hessian2.New())}
+		}),
+		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization]) (Extension[extension.Protocol], error) {
+			sers := &serializations{l: sl}
 			if cfg.TLS.transport().IsZero() {
-				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.New(log), nil }}, nil
+				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.New(log).WithSerializations(sers), nil }}, nil
 			}
 			t, err := netty.NewTLS(cfg.TLS.transport(), log)
 			if err != nil {
 				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
 			}
-			return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.NewTLS(log, t), nil }}, nil
+			return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.NewTLS(log, t).WithSerializations(sers), nil }}, nil
 		}),
 
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
@@ -225,6 +236,7 @@ func clusterPlugin(name string, ctor func(*kernel.Loader[extension.LoadBalance],
 func loaders() fx.Option {
 	return fx.Options(
 		loader[extension.Protocol]("protocol", extension.DefaultProtocol),
+		loader[extension.Serialization]("serialization", extension.DefaultSerialization),
 		loader[extension.Filter]("filter", extension.DefaultFilter),
 		loader[extension.Cluster]("cluster", extension.DefaultCluster),
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),

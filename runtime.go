@@ -118,7 +118,7 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
 	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
-	sds *kernel.Loader[extension.ServiceDiscoveryFactory],
+	sds *kernel.Loader[extension.ServiceDiscoveryFactory], sers *kernel.Loader[extension.Serialization],
 	cc *configCenter, wasm wasmSet, obs *observer,
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
@@ -152,6 +152,13 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 	}
 	for id, p := range cfg.Protocols {
 		checkName("protocols."+id+".name", protocolName(id, p), protocols.Has, protocols.Names, "protocol")
+		checkName("protocols."+id+".serialization", p.Serialization, sers.Has, sers.Names, "serialization")
+	}
+	for id, sc := range cfg.Provider.Services {
+		checkName("provider.services."+id+".serialization", sc.Serialization, sers.Has, sers.Names, "serialization")
+	}
+	for id, rc := range cfg.Consumer.References {
+		checkName("consumer.references."+id+".serialization", rc.Serialization, sers.Has, sers.Names, "serialization")
 	}
 	for _, id := range sortedKeys(cfg.Registries) {
 		addr := cfg.Registries[id].Address
@@ -338,6 +345,7 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *bindings) (*se
 		return nil, err
 	}
 	set(params, kernel.KeyToken, tok)
+	set(params, kernel.KeySerialization, sc.Serialization)
 	setInt(params, tps.KeyRate, first(sc.TPS, pc.TPS))
 	setInt(params, tps.KeyInterval, first(sc.TPSInterval, pc.TPSInterval))
 	setInt(params, kernel.KeyWeight, sc.Weight)
@@ -360,7 +368,7 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *bindings) (*se
 		pp := map[string]string{}
 		setInt(pp, kernel.KeyThreads, p.Threads)
 		setInt(pp, kernel.KeyPayload, p.Payload)
-		set(pp, "serialization", p.Serialization)
+		set(pp, kernel.KeySerialization, p.Serialization)
 		flatten(pp, "", p.Params)
 		for k, v := range params {
 			pp[k] = v
@@ -419,6 +427,7 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 	set(params, registry.KeyProvidedBy, rc.ProvidedBy)
 	set(params, registry.KeyMigrationStep, rc.MigrationStep)
 	set(params, kernel.KeyLoadBalance, firstString(rc.LoadBalance, cc.LoadBalance))
+	set(params, kernel.KeySerialization, rc.Serialization)
 	setInt(params, kernel.KeyActives, first(rc.Actives, cc.Actives))
 	setMethods(params, rc.Methods)
 	flatten(params, "", rc.Params)

@@ -70,13 +70,25 @@ type Transporter interface {
 }
 
 // Serialization encodes call bodies; its ID goes in the low five bits of the
-// Dubbo header's flag byte (hessian2 = 2).
+// Dubbo header's flag byte (hessian2 = 2), and a URL's `serialization`
+// chooses it by name. Its Decoder reads bytes from any peer: it must bound
+// what they make it allocate and never panic (weft's hessian2 validates a
+// body before its library reads it).
 type Serialization interface {
 	ID() byte
 	// Marshal appends the encodings of values to dst.
 	Marshal(dst []byte, values ...any) ([]byte, error)
 	// NewDecoder reads values one after another from data.
 	NewDecoder(data []byte) Decoder
+}
+
+// Serializations are the serializations a program has, for the protocols
+// that choose one per call: by the name a URL's `serialization` gives
+// (an error listing the names it has), and by the id a peer's
+// frame carries.
+type Serializations interface {
+	Serialization(name string) (Serialization, error)
+	ByID(id byte) (Serialization, bool)
 }
 
 // Decoder reads serialized values in order.

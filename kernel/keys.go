@@ -20,10 +20,13 @@ const (
 	KeyTimestamp   = "timestamp"
 	KeyThreads     = "threads"
 	KeyPayload     = "payload"
-	KeyAccessLog   = "accesslog"
-	KeyToken       = "token"
-	KeyPath        = "path"
-	KeyDubbo       = "dubbo"
+	// KeySerialization names the serialization a call is written in
+	// (Dubbo's `serialization`: hessian2 by default).
+	KeySerialization = "serialization"
+	KeyAccessLog     = "accesslog"
+	KeyToken         = "token"
+	KeyPath          = "path"
+	KeyDubbo         = "dubbo"
 
 	// KeyServiceFilter holds a provider's filter list; KeyReferenceFilter a
 	// consumer's. They are the keys of Loader.Activate for filter chains.

@@ -60,6 +60,9 @@ type RPCRequest struct {
 	// Integer, as Java's enable-timeout-countdown sends it) unless the
 	// attachments carry one already.
 	Countdown int64
+	// Serialization is what the request came in, when not hessian2 (a
+	// plugin's): its answer goes back in the same.
+	Serialization extension.Serialization
 
 	// frame is the allocation a decoded request lives in, nil for one
 	// built otherwise: the provider serves the call from it.
@@ -80,13 +83,22 @@ type RPCResult struct {
 	Attachments map[string]any
 	// WithAttachments selects response flags 3/4/5 instead of 0/1/2.
 	WithAttachments bool
+	// Serialization is what the result is written in, when not hessian2:
+	// its request's.
+	Serialization extension.Serialization
 }
 
 // Codec frames netty.Request and netty.Response values as Dubbo frames with a
 // hessian2 body. Payload bounds the body on both encode and decode; a frame
 // over it fails that one call and leaves the connection open.
 type Codec struct {
-	ser     *hessian2.Serialization
+	// ser writes requests (the URL's `serialization`); h2 is set when it
+	// is hessian2, whose fast paths then apply. byID finds the
+	// serialization a peer's frame names by its header's id.
+	ser     extension.Serialization
+	h2      bool
+	hs      *hessian2.Serialization // hessian2, for what is always written in it
+	byID    func(id byte) (extension.Serialization, bool)
 	payload int
 	intern  *hessian2.Interner
 	// factor bounds the Go memory a body decodes into: factor × its size
@@ -148,8 +160,33 @@ func NewCodec(payload int) *Codec {
 	if payload <= 0 {
 		payload = DefaultPayload
 	}
-	return &Codec{ser: hessian2.New(), payload: payload, intern: hessian2.NewInterner(4096),
+	hs := hessian2.New()
+	return &Codec{ser: hs, hs: hs, h2: true, payload: payload, intern: hessian2.NewInterner(4096),
 		pool: hessian2.NewPool(int64(DecodeMemoryFactor) * int64(payload))}
+}
+
+// WithSerialization returns c writing requests with ser, and reading the
+// frames of other serializations with what byID finds for their id (nil:
+// hessian2 only). Responses go out in the serialization of their request.
+func (c *Codec) WithSerialization(ser extension.Serialization, byID func(id byte) (extension.Serialization, bool)) *Codec {
+	if ser != nil {
+		c.ser = ser
+		c.h2 = ser.ID() == hessian2.ID
+	}
+	c.byID = byID
+	return c
+}
+
+// serialization is the one a frame's header names: hessian2, or one byID
+// knows.
+func (c *Codec) serialization(id byte) (extension.Serialization, bool) {
+	if id == hessian2.ID {
+		return nil, true // hessian2: the fast paths, no lookup
+	}
+	if c.byID == nil {
+		return nil, false
+	}
+	return c.byID(id)
 }
 
 var _ extension.Codec = (*Codec)(nil)
@@ -167,6 +204,9 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 	switch m := msg.(type) {
 	case *netty.Request:
 		flag := byte(FlagRequest) | hessian2.ID
+		if !m.Event {
+			flag = byte(FlagRequest) | c.ser.ID()
+		}
 		if m.TwoWay {
 			flag |= FlagTwoWay
 		}
@@ -184,9 +224,13 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 			if !m.Event {
 				return dst[:start], fmt.Errorf("weft: dubbo codec: request data %q is only an event's", d)
 			}
-			dst, err = c.ser.Marshal(dst, d)
+			dst = hessian2.AppendString(dst, d)
 		case *RPCRequest:
-			dst, err = c.encodeRequestBody(dst, d)
+			if c.h2 {
+				dst, err = c.encodeRequestBody(dst, d)
+			} else {
+				dst, err = encodeRequestWith(c.ser, dst, d)
+			}
 		default:
 			return dst[:start], fmt.Errorf("weft: dubbo codec: cannot encode request data %T", m.Data)
 		}
@@ -202,13 +246,20 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 		case m.Event:
 			dst = append(dst, 'N')
 		case m.Status != netty.StatusOK:
-			dst, err = c.ser.Marshal(dst, m.ErrMsg)
+			// Error texts and events go out in hessian2, the header says
+			// so: every Dubbo peer reads it.
+			dst = hessian2.AppendString(dst, m.ErrMsg)
 		default:
 			res, _ := m.Data.(*RPCResult)
 			if res == nil {
 				res = &RPCResult{}
 			}
-			dst, err = c.encodeResult(dst, res)
+			if ser := res.Serialization; ser != nil && ser.ID() != hessian2.ID {
+				h[2] = h[2]&^serialMask | ser.ID()
+				dst, err = encodeResultWith(ser, dst, res)
+			} else {
+				dst, err = c.encodeResult(dst, res)
+			}
 		}
 	default:
 		return dst[:start], fmt.Errorf("weft: dubbo codec: cannot encode %T", msg)
@@ -254,7 +305,7 @@ func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
 	head := len(dst)
 	var err error
 	if len(r.Args) > 0 {
-		if dst, err = c.ser.Marshal(dst, r.Args...); err != nil {
+		if dst, err = c.hs.Marshal(dst, r.Args...); err != nil {
 			return dst[:start], err
 		}
 	}
@@ -285,7 +336,7 @@ func (c *Codec) encodeRequestBody(dst []byte, r *RPCRequest) ([]byte, error) {
 		att[KeyCountdown] = int32(min(r.Countdown, math.MaxInt32))
 	}
 	vals := append(append(make([]any, 0, len(r.Args)+1), r.Args...), att)
-	return c.ser.Marshal(dst[:head], vals...)
+	return c.hs.Marshal(dst[:head], vals...)
 }
 
 func (c *Codec) encodeResult(dst []byte, r *RPCResult) ([]byte, error) {
@@ -297,19 +348,19 @@ func (c *Codec) encodeResult(dst []byte, r *RPCResult) ([]byte, error) {
 	case r.Exception != nil:
 		flag := ResponseWithException
 		if r.WithAttachments {
-			return c.ser.Marshal(dst, ResponseWithExceptionWithAttachments, hessian2.ExceptionValue(r.Exception), att)
+			return c.hs.Marshal(dst, ResponseWithExceptionWithAttachments, hessian2.ExceptionValue(r.Exception), att)
 		}
-		return c.ser.Marshal(dst, flag, hessian2.ExceptionValue(r.Exception))
+		return c.hs.Marshal(dst, flag, hessian2.ExceptionValue(r.Exception))
 	case r.Value == nil:
 		if r.WithAttachments {
-			return c.ser.Marshal(dst, ResponseNullValueWithAttachments, att)
+			return c.hs.Marshal(dst, ResponseNullValueWithAttachments, att)
 		}
-		return c.ser.Marshal(dst, ResponseNullValue)
+		return c.hs.Marshal(dst, ResponseNullValue)
 	default:
 		if r.WithAttachments {
-			return c.ser.Marshal(dst, ResponseValueWithAttachments, r.Value, att)
+			return c.hs.Marshal(dst, ResponseValueWithAttachments, r.Value, att)
 		}
-		return c.ser.Marshal(dst, ResponseValue, r.Value)
+		return c.hs.Marshal(dst, ResponseValue, r.Value)
 	}
 }
 
@@ -415,7 +466,17 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		case req.Event:
 			req.Data = eventData(body)
 		case ser != hessian2.ID:
-			req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not supported (hessian2 = %d)", id, ser, hessian2.ID)
+			s, ok := c.serialization(ser)
+			if !ok {
+				req.Broken = fmt.Errorf("weft: dubbo request %d: serialization id %d is not one this provider has (hessian2 = %d); add its plugin, or call with serialization hessian2", id, ser, hessian2.ID)
+				break
+			}
+			f.body.frame = f
+			if err := decodeRequestWith(s, body, &f.body); err != nil {
+				req.Broken = fmt.Errorf("weft: dubbo request %d: %w", id, err)
+			} else {
+				req.Data = &f.body
+			}
 		default:
 			f.body.frame = f
 			if err := c.decodeRequestBody(body, &f.body); errors.Is(err, hessian2.ErrBusy) {
@@ -434,9 +495,26 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 	switch {
 	case resp.Event:
 	case ser != hessian2.ID:
-		resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: serialization id %d is not supported", id, ser)
+		s, ok := c.serialization(ser)
+		switch {
+		case !ok:
+			resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: serialization id %d is not one this consumer has", id, ser)
+		case status != netty.StatusOK:
+			v, err := s.NewDecoder(body).Decode()
+			if str, isStr := v.(string); isStr && err == nil {
+				resp.ErrMsg = str
+			} else {
+				resp.ErrMsg = fmt.Sprintf("status %d with an undecodable message", status)
+			}
+		default:
+			if err := decodeResultWith(s, body, &f.body); err != nil {
+				resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
+			} else {
+				resp.Data = &f.body
+			}
+		}
 	case status != netty.StatusOK:
-		v, err := c.ser.NewDecoder(body).Decode()
+		v, err := c.hs.NewDecoder(body).Decode()
 		if s, ok := v.(string); ok && err == nil {
 			resp.ErrMsg = s
 		} else {

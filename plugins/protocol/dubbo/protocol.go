@@ -24,6 +24,7 @@ import (
 	"github.com/weftrpc/weft/internal/exports"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -46,6 +47,9 @@ const (
 type Protocol struct {
 	t   *netty.Transporter
 	log *slog.Logger
+	// sers resolves `serialization` names and header ids beyond hessian2
+	// (nil: hessian2 only).
+	sers extension.Serializations
 
 	mu      sync.Mutex
 	servers map[string]*server
@@ -74,6 +78,40 @@ func (p *Protocol) closeGracefully(c *netty.ExchangeClient) {
 func New(log *slog.Logger) *Protocol {
 	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
 }
+
+// WithSerializations returns p choosing the serialization of each
+// reference by its URL's `serialization` among sers, and reading frames of
+// any of sers from peers. Without it, p speaks hessian2 only.
+func (p *Protocol) WithSerializations(sers extension.Serializations) *Protocol {
+	p.sers = sers
+	return p
+}
+
+// codecFor is the codec of u: its payload and decode bounds, and its
+// `serialization` (hessian2 by default) for what it writes.
+func (p *Protocol) codecFor(u *kernel.URL) (*Codec, error) {
+	c := NewCodec(int(u.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(u.ParamInt(KeyDecodeFactor, 0))).WithDecodeMemory(u.ParamInt(KeyDecodeMemory, 0))
+	name := u.Param(KeySerialization)
+	if p.sers == nil {
+		if name != "" && name != hessian2.Name {
+			return nil, fmt.Errorf("weft: dubbo: serialization %q: this protocol was built with hessian2 only", name)
+		}
+		return c, nil
+	}
+	var ser extension.Serialization
+	if name != "" && name != hessian2.Name {
+		s, err := p.sers.Serialization(name)
+		if err != nil {
+			return nil, fmt.Errorf("weft: dubbo: %w", err)
+		}
+		ser = s
+	}
+	return c.WithSerialization(ser, p.sers.ByID), nil
+}
+
+// KeySerialization is Dubbo's `serialization`: the name of the
+// serialization a reference writes its calls in (hessian2 by default).
+const KeySerialization = kernel.KeySerialization
 
 // NewTLS returns the protocol speaking TLS with t's material on every
 // server and client connection.
@@ -136,7 +174,11 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	defer p.mu.Unlock()
 	s := p.servers[addr]
 	if s == nil {
-		s = &server{codec: NewCodec(int(u.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(u.ParamInt(KeyDecodeFactor, 0))).WithDecodeMemory(u.ParamInt(KeyDecodeMemory, 0))}
+		codec, err := p.codecFor(u)
+		if err != nil {
+			return nil, err
+		}
+		s = &server{codec: codec}
 		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
 			netty.ServerOptions{
 				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
@@ -245,6 +287,7 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	}
 	resp, out := newResponse(&f.resp)
 	out.WithAttachments, out.Attachments = supportsResponseAttachments(r.DubboVersion), res.Attachments
+	out.Serialization = r.Serialization
 	if err != nil {
 		out.Exception = err
 	} else {
@@ -338,7 +381,10 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		Heartbeat: time.Duration(url.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 		Reconnect: time.Duration(url.ParamInt(KeyReconnect, int64(netty.DefaultReconnect/time.Millisecond))) * time.Millisecond,
 	}
-	codec := NewCodec(int(url.ParamInt(kernel.KeyPayload, DefaultPayload))).WithDecodeFactor(int(url.ParamInt(KeyDecodeFactor, 0))).WithDecodeMemory(url.ParamInt(KeyDecodeMemory, 0))
+	codec, err := p.codecFor(url)
+	if err != nil {
+		return nil, err
+	}
 	iv := &invoker{p: p, url: url, version: url.Param(kernel.KeyVersion)}
 	// The provider URL's parameters every call sends (kernel's table:
 	// path, interface, version, group, token); the per-method ones are

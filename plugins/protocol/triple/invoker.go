@@ -33,6 +33,19 @@ type sharedClient struct {
 // Refer connects to the Triple provider url describes, sharing one
 // connection per provider address, as gRPC and Dubbo do.
 func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, error) {
+	// Wrapped (non-IDL) calls go in the reference's `serialization`:
+	// hessian2 unless a plugin's is named.
+	ws := hessianWire
+	if name := url.Param(kernel.KeySerialization); name != "" && !isHessian(name) && !isIDL(name) && name != "protobuf" {
+		if p.sers == nil {
+			return nil, fmt.Errorf("weft: tri: serialization %q: this protocol was built with hessian2 and protobuf only", name)
+		}
+		ser, err := p.sers.Serialization(name)
+		if err != nil {
+			return nil, fmt.Errorf("weft: tri: %w", err)
+		}
+		ws = wireSer{ser, name}
+	}
 	addr := url.Address()
 	p.mu.Lock()
 	sc := p.clients[addr]
@@ -56,7 +69,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	}
 	sc.refs++
 	p.mu.Unlock()
-	iv := &invoker{p: p, url: url, addr: addr, sc: sc, scheme: "http", payload: int(url.ParamInt(kernel.KeyPayload, DefaultPayload))}
+	iv := &invoker{p: p, url: url, addr: addr, sc: sc, scheme: "http", ws: ws, payload: int(url.ParamInt(kernel.KeyPayload, DefaultPayload))}
 	if iv.payload <= 0 {
 		iv.payload = DefaultPayload
 	}
@@ -64,7 +77,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		iv.scheme = "https"
 	}
 	iv.fixed = iv.fixedHeaders("application/grpc+proto")
-	iv.fixedHessian = iv.fixedHeaders("application/grpc+hessian2")
+	iv.fixedHessian = iv.fixedHeaders("application/grpc+" + ws.name)
 	return iv, nil
 }
 
@@ -97,8 +110,9 @@ type invoker struct {
 	sc      *sharedClient
 	scheme  string
 	fixed   []byte // the header fields every call sends after :path
-	// fixedHessian is fixed for non-IDL calls.
+	// fixedHessian is fixed for non-IDL calls, whose serialization is ws.
 	fixedHessian []byte
+	ws           wireSer
 	destroyed    atomic.Bool
 }
 
@@ -227,7 +241,7 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	}
 	if nonIDL {
 		var err error
-		if msg, err = wrapArgs(make([]byte, 5, 64), inv.Args, inv.ParamTypes); err != nil {
+		if msg, err = wrapArgs(make([]byte, 5, 64), inv.Args, inv.ParamTypes, iv.ws); err != nil {
 			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s.%s: request", iv.url.ServiceKey(), inv.Method)
 		}
 	}
@@ -253,7 +267,7 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	}
 	res, err := iv.result(r)
 	if err == nil && nonIDL {
-		if res.Value, err = unwrapResult(res.Value.(*protoArg).data); err != nil {
+		if res.Value, err = unwrapResult(res.Value.(*protoArg).data, iv.ws); err != nil {
 			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s answered", iv.addr)
 		}
 	}

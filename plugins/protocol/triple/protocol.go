@@ -64,6 +64,9 @@ type Protocol struct {
 	t   *netty.Transporter
 	log *slog.Logger
 	tls bool
+	// sers resolves the serialization of wrapped (non-IDL) calls beyond
+	// hessian2: a content type's subtype, a reference's `serialization`.
+	sers extension.Serializations
 
 	mu      sync.Mutex
 	servers map[string]*server
@@ -77,6 +80,14 @@ func New(log *slog.Logger) *Protocol {
 	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
 }
 
+// WithSerializations returns p resolving the serializations of wrapped
+// calls among sers: application/grpc+<name> from peers, and a reference's
+// `serialization`. Without it, wrapped calls are hessian2.
+func (p *Protocol) WithSerializations(sers extension.Serializations) *Protocol {
+	p.sers = sers
+	return p
+}
+
 // NewTLS returns the protocol speaking TLS with t's material.
 func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
 	p := New(log)
@@ -88,6 +99,7 @@ func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
 var _ extension.Protocol = (*Protocol)(nil)
 
 type server struct {
+	p         *Protocol
 	es        *netty.ExchangeServer
 	exporters exports.Table[*exporter]
 }
@@ -140,7 +152,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	defer p.mu.Unlock()
 	s := p.servers[addr]
 	if s == nil {
-		s = &server{}
+		s = &server{p: p}
 		payload := int(u.ParamInt(kernel.KeyPayload, DefaultPayload))
 		if payload <= 0 {
 			payload = DefaultPayload
@@ -277,9 +289,12 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		}
 	}
 	inv := &all.inv
-	nonIDL := wrapped(c.contentType)
+	ws, nonIDL, err := wrappedSer(h.s.p.sers, subtype(c.contentType))
+	if err != nil {
+		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request: "+err.Error())
+	}
 	if nonIDL {
-		args, desc, err := unwrapArgs(msg)
+		args, desc, err := unwrapArgs(msg, ws)
 		if err != nil {
 			return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request: "+err.Error())
 		}
@@ -338,7 +353,7 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 	case nil:
 		out = make([]byte, 5)
 		if nonIDL {
-			out, err = wrapResult(out, nil)
+			out, err = wrapResult(out, nil, ws)
 		}
 	case proto.Message:
 		if resp := h.answerMessage(ctx, st, c, v, res.Attachments, headersOf(inv)); resp != nil {
@@ -347,7 +362,7 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		out, err = proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(v)), v)
 	default:
 		if nonIDL {
-			out, err = wrapResult(make([]byte, 5, 64), v)
+			out, err = wrapResult(make([]byte, 5, 64), v, ws)
 			break
 		}
 		err = fmt.Errorf("%s.%s returned %T, not a protobuf message; over Triple it is called with protobuf messages, or with hessian2 ones (content-type application/grpc+hessian2)",

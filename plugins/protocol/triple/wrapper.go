@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 )
 
@@ -25,12 +26,56 @@ import (
 // serialization: application/grpc+hessian2.
 
 // wrapped reports whether a content type carries wrapped hessian2 calls.
-func wrapped(contentType string) bool {
-	sub := contentType[strings.LastIndexByte(contentType, '+')+1:]
+func wrapped(contentType string) bool { return isHessian(subtype(contentType)) }
+
+// subtype is the serialization a gRPC content type names:
+// application/grpc+hessian2 says hessian2, application/grpc (or +proto)
+// says protobuf.
+func subtype(contentType string) string {
+	i := strings.LastIndexByte(contentType, '+')
+	if i < 0 {
+		return ""
+	}
+	sub := contentType[i+1:]
 	if i := strings.IndexByte(sub, ';'); i >= 0 {
 		sub = sub[:i]
 	}
-	return sub == "hessian2" || sub == "hessian4" || sub == "hessian"
+	return sub
+}
+
+// isHessian: the names Dubbo 3 (hessian4), dubbo-go (hessian2) and others
+// give hessian2.
+func isHessian(sub string) bool { return sub == "hessian2" || sub == "hessian4" || sub == "hessian" }
+
+// isIDL: the subtypes of protobuf messages as they are (gRPC's own).
+func isIDL(sub string) bool { return sub == "" || sub == "proto" || sub == "json" }
+
+// wireSer is the serialization of a wrapped call and the name it goes by
+// in serializeType and the content type.
+type wireSer struct {
+	ser  extension.Serialization
+	name string
+}
+
+var hessianWire = wireSer{hessian2.New(), hessian2.Name}
+
+// wrappedSer is the serialization a content type's subtype names for
+// wrapped calls: hessian2 by any of its names, else one of sers (a
+// plugin's); ok false for protobuf's subtypes.
+func wrappedSer(sers extension.Serializations, sub string) (w wireSer, ok bool, err error) {
+	switch {
+	case isIDL(sub):
+		return wireSer{}, false, nil
+	case isHessian(sub):
+		return hessianWire, true, nil
+	case sers == nil:
+		return wireSer{}, true, fmt.Errorf("content type +%s: this provider reads hessian2 and protobuf only", cut(sub))
+	}
+	ser, err := sers.Serialization(sub)
+	if err != nil {
+		return wireSer{}, true, fmt.Errorf("content type +%s: %w", cut(sub), err)
+	}
+	return wireSer{ser, sub}, true, nil
 }
 
 // wrapper is a decoded TripleRequestWrapper.
@@ -78,9 +123,6 @@ func decodeWrapper(b []byte) (*wrapper, error) {
 			w.argTypes = append(w.argTypes, string(v))
 		}
 	}
-	if w.serializeType != "" && !wrapped("+"+w.serializeType) {
-		return nil, fmt.Errorf("serializeType %q: this provider reads hessian2", cut(w.serializeType))
-	}
 	return w, nil
 }
 
@@ -99,18 +141,25 @@ func appendWrapper(dst []byte, serializeType string, args [][]byte, argTypes []s
 	return dst
 }
 
-var serialization = hessian2.New()
+// sameSer: a wrapper's serializeType agrees with the content type's
+// serialization (empty, as some peers send it, agrees with any).
+func sameSer(serializeType string, w wireSer) bool {
+	return serializeType == "" || serializeType == w.name || isHessian(serializeType) && isHessian(w.name)
+}
 
-// unwrapArgs decodes a wrapped request: its arguments, hessian2 each, and
-// their JVM descriptor.
-func unwrapArgs(msg []byte) ([]any, string, error) {
+// unwrapArgs decodes a wrapped request: its arguments, each in w's
+// serialization, and their JVM descriptor.
+func unwrapArgs(msg []byte, ws wireSer) ([]any, string, error) {
 	w, err := decodeWrapper(msg)
 	if err != nil {
 		return nil, "", fmt.Errorf("TripleRequestWrapper: %w", err)
 	}
+	if !sameSer(w.serializeType, ws) {
+		return nil, "", fmt.Errorf("TripleRequestWrapper: serializeType %q, but the content type says %s", cut(w.serializeType), ws.name)
+	}
 	args := make([]any, len(w.args))
 	for i, b := range w.args {
-		v, err := serialization.NewDecoder(b).Decode()
+		v, err := ws.ser.NewDecoder(b).Decode()
 		if err != nil {
 			return nil, "", fmt.Errorf("argument %d: %w", i, err)
 		}
@@ -123,17 +172,18 @@ func unwrapArgs(msg []byte) ([]any, string, error) {
 	return args, desc.String(), nil
 }
 
-// wrapResult appends a result as a wrapper: hessian2, with its Java type.
-func wrapResult(dst []byte, v any) ([]byte, error) {
-	data, err := serialization.Marshal(nil, v)
+// wrapResult appends a result as a wrapper in w's serialization, with its
+// Java type.
+func wrapResult(dst []byte, v any, w wireSer) ([]byte, error) {
+	data, err := w.ser.Marshal(nil, v)
 	if err != nil {
 		return dst, err
 	}
-	return appendWrapper(dst, hessian2.Name, [][]byte{data}, []string{hessian2.JavaName(hessian2.Descriptor([]any{v}))}), nil
+	return appendWrapper(dst, w.name, [][]byte{data}, []string{hessian2.JavaName(hessian2.Descriptor([]any{v}))}), nil
 }
 
 // wrapArgs is the consumer's side of unwrapArgs.
-func wrapArgs(dst []byte, args []any, desc string) ([]byte, error) {
+func wrapArgs(dst []byte, args []any, desc string, w wireSer) ([]byte, error) {
 	if desc == "" {
 		desc = hessian2.Descriptor(args)
 	}
@@ -141,7 +191,7 @@ func wrapArgs(dst []byte, args []any, desc string) ([]byte, error) {
 	data := make([][]byte, len(args))
 	types := make([]string, len(args))
 	for i, a := range args {
-		b, err := serialization.Marshal(nil, a)
+		b, err := w.ser.Marshal(nil, a)
 		if err != nil {
 			return dst, fmt.Errorf("argument %d: %w", i, err)
 		}
@@ -152,11 +202,11 @@ func wrapArgs(dst []byte, args []any, desc string) ([]byte, error) {
 			types[i] = hessian2.JavaName(hessian2.Descriptor([]any{a}))
 		}
 	}
-	return appendWrapper(dst, hessian2.Name, data, types), nil
+	return appendWrapper(dst, w.name, data, types), nil
 }
 
 // unwrapResult is the consumer's side of wrapResult.
-func unwrapResult(msg []byte) (any, error) {
+func unwrapResult(msg []byte, ws wireSer) (any, error) {
 	w, err := decodeWrapper(msg)
 	if err != nil {
 		return nil, fmt.Errorf("TripleResponseWrapper: %w", err)
@@ -164,5 +214,5 @@ func unwrapResult(msg []byte) (any, error) {
 	if len(w.args) == 0 {
 		return nil, nil
 	}
-	return serialization.NewDecoder(w.args[0]).Decode()
+	return ws.ser.NewDecoder(w.args[0]).Decode()
 }

@@ -1,0 +1,179 @@
+package dubbo
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
+)
+
+// Bodies in a serialization other than hessian2 (a plugin's, chosen by a
+// URL's `serialization`): the same values in the same order as Java's
+// DubboCodec writes them through any ObjectOutput — the Dubbo version, the
+// path, the service version, the method, the descriptor, the arguments and
+// the attachments; a result's flag, its value or exception, its
+// attachments — each through the serialization's Marshal, read back through
+// its Decoder. The serialization's decoder is the one that must bound what
+// a peer's bytes make it allocate (extension.Serialization).
+
+func encodeRequestWith(ser extension.Serialization, dst []byte, r *RPCRequest) ([]byte, error) {
+	v := r.DubboVersion
+	if v == "" {
+		v = DubboVersion
+	}
+	desc := r.ParamTypes
+	if desc == "" && len(r.Args) > 0 {
+		desc = hessian2.Descriptor(r.Args)
+	}
+	att := make(map[string]any, len(r.Fixed)+len(r.Attachments)+1)
+	for k, val := range r.Fixed {
+		att[k] = val
+	}
+	for k, val := range r.Attachments {
+		att[k] = val
+	}
+	if _, set := att[KeyCountdown]; r.Countdown > 0 && !set {
+		att[KeyCountdown] = int32(min(r.Countdown, math.MaxInt32))
+	}
+	vals := make([]any, 0, 6+len(r.Args))
+	vals = append(vals, v, r.Path, r.Version, r.Method, desc)
+	vals = append(vals, r.Args...)
+	return ser.Marshal(dst, append(vals, att)...)
+}
+
+func decodeRequestWith(ser extension.Serialization, body []byte, r *RPCRequest) error {
+	d := ser.NewDecoder(body)
+	var strs [5]string
+	for i := range strs {
+		v, err := d.Decode()
+		if err != nil {
+			return fmt.Errorf("decode header field %d: %w", i, err)
+		}
+		s, ok := v.(string)
+		if !ok && v != nil {
+			return fmt.Errorf("header field %d is %T, want a string", i, v)
+		}
+		strs[i] = s
+	}
+	*r = RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4], frame: r.frame, Serialization: ser}
+	if r.Method == "" {
+		return errors.New("the request names no method")
+	}
+	n, err := hessian2.CountArgs(r.ParamTypes)
+	if err != nil {
+		return err
+	}
+	r.Args = make([]any, n)
+	for i := range r.Args {
+		if r.Args[i], err = d.Decode(); err != nil {
+			return fmt.Errorf("decode argument %d of %q: %w", i, view.Cut(r.Method, 200), err)
+		}
+	}
+	v, err := d.Decode()
+	if err == io.EOF {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("decode attachments: %w", err)
+	}
+	r.Attachments, err = stringMap(v)
+	return err
+}
+
+func encodeResultWith(ser extension.Serialization, dst []byte, r *RPCResult) ([]byte, error) {
+	att := r.Attachments
+	if r.WithAttachments && att == nil {
+		att = noAttachments
+	}
+	var vals []any
+	switch {
+	case r.Exception != nil:
+		// What any serialization can write: the error's text, with its
+		// code (kernel.WireText), read back by ExceptionError as a
+		// business error.
+		vals = []any{int32(ResponseWithException), kernel.WireText(r.Exception)}
+	case r.Value == nil:
+		vals = []any{int32(ResponseNullValue)}
+	default:
+		vals = []any{int32(ResponseValue), r.Value}
+	}
+	if r.WithAttachments {
+		vals[0] = vals[0].(int32) + (ResponseValueWithAttachments - ResponseValue)
+		vals = append(vals, att)
+	}
+	return ser.Marshal(dst, vals...)
+}
+
+func decodeResultWith(ser extension.Serialization, body []byte, r *RPCResult) error {
+	d := ser.NewDecoder(body)
+	fv, err := d.Decode()
+	if err != nil {
+		return fmt.Errorf("decode response flag: %w", err)
+	}
+	var flag int32
+	switch f := fv.(type) {
+	case int32:
+		flag = f
+	case int64:
+		flag = int32(f)
+	case int:
+		flag = int32(f)
+	case float64:
+		flag = int32(f)
+	default:
+		return fmt.Errorf("response flag is %T, want an int", fv)
+	}
+	r.Serialization = ser
+	switch flag {
+	case ResponseWithException, ResponseWithExceptionWithAttachments:
+		v, err := d.Decode()
+		if err != nil {
+			return fmt.Errorf("decode exception: %w", err)
+		}
+		r.Exception = hessian2.ExceptionError(v)
+	case ResponseValue, ResponseValueWithAttachments:
+		if r.Value, err = d.Decode(); err != nil {
+			return fmt.Errorf("decode value: %w", err)
+		}
+	case ResponseNullValue, ResponseNullValueWithAttachments:
+	default:
+		return fmt.Errorf("unknown response flag %d", flag)
+	}
+	if flag >= ResponseWithExceptionWithAttachments {
+		r.WithAttachments = true
+		v, err := d.Decode()
+		if err != nil {
+			return fmt.Errorf("decode attachments: %w", err)
+		}
+		if r.Attachments, err = stringMap(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stringMap is a decoded attachments map as map[string]any.
+func stringMap(v any) (map[string]any, error) {
+	switch m := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		return m, nil
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, val := range m {
+			s, ok := k.(string)
+			if !ok {
+				s = view.Text(k)
+			}
+			out[s] = val
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("attachments are %T, want a map", v)
+}
