@@ -158,6 +158,9 @@ protocols: {p1: {name: grpcx}}`,
 		{"unknown serialization on a protocol", `
 protocols: {p1: {name: dubbo, serialization: kryo-does-not-exist}}`,
 			[]string{"protocols.p1.serialization", `unknown serialization extension "kryo-does-not-exist"`, "known: hessian2"}},
+		{"unknown threadpool", `
+protocols: {p1: {name: dubbo, threadpool: elastic}}`,
+			[]string{"protocols.p1.threadpool", `unknown threadpool extension "elastic"`, "known: cached, eager, fixed, limited"}},
 		{"unknown serialization on a service", `
 provider:
   services:

@@ -149,8 +149,16 @@ type ProtocolConfig struct {
 	Name string `koanf:"name"`
 	Host string `koanf:"host"`
 	Port int    `koanf:"port"`
-	// Threads bounds the provider's pool (Dubbo's default 200).
+	// Threads bounds the provider's pool (Dubbo's default 200 for the
+	// fixed and limited pools, no bound for cached and eager).
 	Threads int `koanf:"threads"`
+	// ThreadPool is Dubbo's `threadpool`: fixed (default), cached,
+	// limited, eager, or a plugin's; CoreThreads, Queues and Alive (ms)
+	// tune it as Dubbo's corethreads, queues and alive do.
+	ThreadPool  string `koanf:"threadpool"`
+	CoreThreads int    `koanf:"corethreads"`
+	Queues      int    `koanf:"queues"`
+	Alive       int    `koanf:"alive"`
 	// Payload is the largest frame in bytes (Dubbo's default 8 MiB).
 	Payload int `koanf:"payload"`
 	// Serialization names what the protocol's services answer and its

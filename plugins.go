@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
+	"github.com/weftrpc/weft/plugins/threadpool"
 	"log/slog"
 	"time"
 
@@ -57,6 +58,7 @@ const (
 	groupConfig        = `group:"weft.configcenter"`
 	groupSpanExport    = `group:"weft.spanexporter"`
 	groupSerialization = `group:"weft.serialization"`
+	groupThreadPool    = `group:"weft.threadpool"`
 )
 
 func groupOf[T any]() string {
@@ -82,6 +84,8 @@ func groupOf[T any]() string {
 		return groupSpanExport
 	case *extension.Serialization:
 		return groupSerialization
+	case *extension.ThreadPool:
+		return groupThreadPool
 	}
 	panic("weft: no extension group for this type")
 }
@@ -104,32 +108,45 @@ func builtins() fx.Option {
 
 		// The TLS material loads while the App is built, so that a bad
 		// file fails weft.New, not the first call.
-		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization]) (Extension[extension.Protocol], error) {
+		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
 			sers := &serializations{l: sl}
 			if cfg.TLS.transport().IsZero() {
-				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.New(log).WithSerializations(sers), nil }}, nil
+				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) {
+					return dubbo.New(log).WithSerializations(sers).WithThreadPools(tl.Get), nil
+				}}, nil
 			}
 			t, err := netty.NewTLS(cfg.TLS.transport(), log)
 			if err != nil {
 				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
 			}
-			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) { return dubbo.NewTLS(log, t).WithSerializations(sers), nil }}, nil
+			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) {
+				return dubbo.NewTLS(log, t).WithSerializations(sers).WithThreadPools(tl.Get), nil
+			}}, nil
 		}),
+		// Dubbo's four thread pools (`threadpool` of a protocol).
+		threadPoolPlugin(threadpool.Fixed),
+		threadPoolPlugin(threadpool.Cached),
+		threadPoolPlugin(threadpool.Limited),
+		threadPoolPlugin(threadpool.Eager),
 		// Dubbo's default serialization; plugins add others by name
 		// (`serialization` on a protocol, service or reference).
 		Plugin[extension.Serialization](func() Extension[extension.Serialization] {
 			return Extension[extension.Serialization]{Name: hessian2.Name, New: value[extension.Serialization](hessian2.New())}
 		}),
-		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization]) (Extension[extension.Protocol], error) {
+		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
 			sers := &serializations{l: sl}
 			if cfg.TLS.transport().IsZero() {
-				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.New(log).WithSerializations(sers), nil }}, nil
+				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) {
+					return triple.New(log).WithSerializations(sers).WithThreadPools(tl.Get), nil
+				}}, nil
 			}
 			t, err := netty.NewTLS(cfg.TLS.transport(), log)
 			if err != nil {
 				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
 			}
-			return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) { return triple.NewTLS(log, t).WithSerializations(sers), nil }}, nil
+			return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) {
+				return triple.NewTLS(log, t).WithSerializations(sers).WithThreadPools(tl.Get), nil
+			}}, nil
 		}),
 
 		Plugin[extension.Filter](func() Extension[extension.Filter] {
@@ -225,6 +242,13 @@ func builtins() fx.Option {
 	)
 }
 
+func threadPoolPlugin(name string) fx.Option {
+	return Plugin[extension.ThreadPool](func() Extension[extension.ThreadPool] {
+		tp, _ := threadpool.New(name)
+		return Extension[extension.ThreadPool]{Name: name, New: value(tp)}
+	})
+}
+
 func clusterPlugin(name string, ctor func(*kernel.Loader[extension.LoadBalance], *slog.Logger) extension.Cluster) fx.Option {
 	return Plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) Extension[extension.Cluster] {
 		return Extension[extension.Cluster]{Name: name, New: func() (extension.Cluster, error) { return ctor(lbs, log), nil }}
@@ -237,6 +261,7 @@ func loaders() fx.Option {
 	return fx.Options(
 		loader[extension.Protocol]("protocol", extension.DefaultProtocol),
 		loader[extension.Serialization]("serialization", extension.DefaultSerialization),
+		loader[extension.ThreadPool]("threadpool", extension.DefaultThreadPool),
 		loader[extension.Filter]("filter", extension.DefaultFilter),
 		loader[extension.Cluster]("cluster", extension.DefaultCluster),
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weftrpc/weft/plugins/threadpool"
 	"log/slog"
 	"net"
 	"sort"
@@ -119,6 +120,7 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
 	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
 	sds *kernel.Loader[extension.ServiceDiscoveryFactory], sers *kernel.Loader[extension.Serialization],
+	pools *kernel.Loader[extension.ThreadPool],
 	cc *configCenter, wasm wasmSet, obs *observer,
 ) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
@@ -153,6 +155,7 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 	for id, p := range cfg.Protocols {
 		checkName("protocols."+id+".name", protocolName(id, p), protocols.Has, protocols.Names, "protocol")
 		checkName("protocols."+id+".serialization", p.Serialization, sers.Has, sers.Names, "serialization")
+		checkName("protocols."+id+".threadpool", p.ThreadPool, pools.Has, pools.Names, "threadpool")
 	}
 	for id, sc := range cfg.Provider.Services {
 		checkName("provider.services."+id+".serialization", sc.Serialization, sers.Has, sers.Names, "serialization")
@@ -369,6 +372,10 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *bindings) (*se
 		setInt(pp, kernel.KeyThreads, p.Threads)
 		setInt(pp, kernel.KeyPayload, p.Payload)
 		set(pp, kernel.KeySerialization, p.Serialization)
+		set(pp, threadpool.KeyThreadPool, p.ThreadPool)
+		setInt(pp, threadpool.KeyCoreThreads, p.CoreThreads)
+		setInt(pp, threadpool.KeyQueues, p.Queues)
+		setInt(pp, threadpool.KeyAlive, p.Alive)
 		flatten(pp, "", p.Params)
 		for k, v := range params {
 			pp[k] = v

@@ -2,6 +2,7 @@ package extension
 
 import (
 	"net"
+	"time"
 
 	"github.com/weftrpc/weft/kernel"
 )
@@ -96,15 +97,24 @@ type Decoder interface {
 	Decode() (any, error)
 }
 
-// ThreadPool runs the provider's calls off the read loop, bounded by the
-// `threads` setting; Submit fails at once when it is full, which the Dubbo
-// protocol answers with status 100.
+// ThreadPool is Dubbo's threadpool extension (`threadpool`: fixed, cached,
+// limited, eager): how a provider's server gives its calls threads. Pool
+// reads the URL's `threads`, `corethreads`, `queues` and `alive` with the
+// pool's own defaults.
 type ThreadPool interface {
-	Executor(url *kernel.URL) (Executor, error)
+	Pool(url *kernel.URL) (PoolSpec, error)
 }
 
-// Executor runs tasks.
-type Executor interface {
-	Submit(task func()) error
-	Close() error
+// PoolSpec is a provider server's pool. A call runs at once while fewer
+// than Core run; past that, it waits in a queue of Queues calls if there
+// is room (Java's ThreadPoolExecutor), else runs while fewer than Threads
+// run, else is answered status 100. Eager pools run a call on a new thread
+// up to Threads before queueing it (Dubbo's EagerThreadPool). A worker
+// beyond Core retires after idling Alive (0: never).
+type PoolSpec struct {
+	Threads int
+	Core    int
+	Queues  int
+	Alive   time.Duration
+	Eager   bool
 }

@@ -560,10 +560,17 @@ type RequestHandler interface {
 	Reply(ch *Conn, req *Request) *Response
 }
 
+// KeyThreadPool is Dubbo's `threadpool`: the name of a server's pool.
+const KeyThreadPool = "threadpool"
+
 // ServerOptions tune an ExchangeServer.
 type ServerOptions struct {
 	Heartbeat time.Duration // idle close at 3x; 0: DefaultHeartbeat; < 0: never
 	Threads   int           // concurrent requests; 0: DefaultThreads
+	// Pool is the threadpool (Dubbo's `threadpool`): its Threads, when
+	// set, is the bound instead of Threads; zero is a fixed pool of
+	// Threads without a queue.
+	Pool extension.PoolSpec
 	// Framing, when set, stands between the transport and the exchange
 	// server: it receives each connection's messages and hands the server
 	// the Requests it makes of them (Dispatch), as a protocol whose
@@ -602,8 +609,14 @@ type ExchangeServer struct {
 	rejected atomic.Int64
 	eventID  atomic.Uint64 // ids of the READONLY events it sends
 	pool     *workerPool
-	done     chan struct{}
-	bg       sync.WaitGroup
+	// waitq holds the calls waiting for a thread (the pool's queues);
+	// queued counts them. runAt is how many may run before a call
+	// queues instead (Core, or Threads for an eager pool).
+	waitq  chan task
+	queued atomic.Int64
+	runAt  int64
+	done   chan struct{}
+	bg     sync.WaitGroup
 
 	// closeMu orders wg.Add in Received before wg.Wait in Close.
 	closeMu sync.RWMutex
@@ -616,11 +629,27 @@ func Bind(t *Transporter, url *kernel.URL, codec extension.Codec, h RequestHandl
 	if opt.Heartbeat == 0 {
 		opt.Heartbeat = DefaultHeartbeat
 	}
+	if opt.Pool.Threads > 0 {
+		opt.Threads = opt.Pool.Threads
+	}
 	if opt.Threads <= 0 {
 		opt.Threads = DefaultThreads
 	}
+	if opt.Pool.Threads <= 0 {
+		opt.Pool = extension.PoolSpec{Threads: opt.Threads, Core: opt.Threads, Alive: time.Minute}
+	}
 	es := &ExchangeServer{handler: h, log: t.log, opt: opt, done: make(chan struct{})}
-	es.pool = newWorkerPool(opt.Threads, time.Minute, es.serve)
+	es.runAt = int64(opt.Threads)
+	if q := opt.Pool.Queues; q > 0 {
+		es.waitq = make(chan task, q)
+		if !opt.Pool.Eager {
+			// Java's ThreadPoolExecutor: past its core threads a call
+			// queues, and a thread beyond core starts only when the
+			// queue is full.
+			es.runAt = int64(max(opt.Pool.Core, 1))
+		}
+	}
+	es.pool = newWorkerPool(opt.Threads, opt.Pool.Core, opt.Pool.Alive, es.serve)
 	var ch extension.ChannelHandler = es
 	if opt.Framing != nil {
 		ch = opt.Framing(es)
@@ -652,6 +681,8 @@ type ServerStats struct {
 	// Threads is the pool's bound (`threads`); Workers the goroutines it
 	// has now, Largest the most it ever had, Busy those serving a call.
 	Threads, Workers, Largest, Busy int64
+	// Queued are the calls waiting in the pool's queue (`queues`).
+	Queued int64
 	// Rejected counts calls refused with status 100 because every worker
 	// was busy.
 	Rejected int64
@@ -662,7 +693,7 @@ type ServerStats struct {
 // Stats returns the server's counts now.
 func (s *ExchangeServer) Stats() ServerStats {
 	return ServerStats{Addr: s.Addr(), Threads: s.pool.max, Workers: s.pool.workers.Load(), Largest: s.pool.largest.Load(),
-		Busy: s.busy.Load(), Rejected: s.rejected.Load(), Connections: s.srv.NumChannels()}
+		Busy: s.busy.Load(), Queued: s.queued.Load(), Rejected: s.rejected.Load(), Connections: s.srv.NumChannels()}
 }
 
 func (s *ExchangeServer) idleCheck() {
@@ -754,14 +785,22 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		return true
 	}
 	// `threads` bounds the calls being served, inline or on the pool: a
-	// thread is reserved here and freed when serve ends.
-	if !s.reserve() {
-		s.closeMu.RUnlock()
+	// thread is reserved here and freed when serve ends. Past the pool's
+	// core a call waits in its queue, if it has one with room.
+	if !s.reserve(s.runAt) {
 		if inline {
+			s.closeMu.RUnlock()
 			return false
 		}
-		s.refuse(conn, req, fmt.Sprintf("server %s is busy: all %d threads serve other calls; retry on another provider or raise threads", s.Addr(), s.opt.Threads))
-		return true
+		if s.enqueue(conn, req) {
+			s.closeMu.RUnlock()
+			return true
+		}
+		if s.runAt == int64(s.opt.Threads) || !s.reserve(int64(s.opt.Threads)) {
+			s.closeMu.RUnlock()
+			s.refuse(conn, req, fmt.Sprintf("server %s is busy: all %d threads serve other calls%s; retry on another provider or raise threads", s.Addr(), s.opt.Threads, s.queueText()))
+			return true
+		}
 	}
 	if n := conn.serving.Add(1); n > int32(s.connShare()) {
 		// One connection never holds the last eighth of the threads: the
@@ -813,17 +852,87 @@ func (s *ExchangeServer) unservedReq(c *Conn, req *Request, resp *Response) {
 	}
 }
 
-// reserve takes one of the `threads`, false when all serve calls.
-func (s *ExchangeServer) reserve() bool {
+// reserve takes a thread while fewer than limit serve calls.
+func (s *ExchangeServer) reserve(limit int64) bool {
 	for {
 		n := s.busy.Load()
-		if n >= int64(s.opt.Threads) {
+		if n >= limit {
 			return false
 		}
 		if s.busy.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}
+}
+
+// enqueue puts req in the pool's queue, if it has one with room: it runs
+// when a thread frees (drain). Called under closeMu's read lock.
+func (s *ExchangeServer) enqueue(conn *Conn, req *Request) bool {
+	if s.waitq == nil {
+		return false
+	}
+	for {
+		n := s.queued.Load()
+		if n >= int64(cap(s.waitq)) {
+			return false
+		}
+		if s.queued.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	s.wg.Add(1)
+	if req.TwoWay {
+		conn.coming.Add(1)
+	}
+	s.waitq <- task{conn, req} // room: counted by queued
+	// A thread may have freed since reserve failed, with nothing queued
+	// to take it then.
+	s.drain(s.runAt)
+	return true
+}
+
+// drain runs queued calls while fewer than limit run.
+func (s *ExchangeServer) drain(limit int64) {
+	for s.queued.Load() > 0 && s.reserve(limit) {
+		select {
+		case t := <-s.waitq:
+			s.queued.Add(-1)
+			t.conn.serving.Add(1)
+			if !s.pool.submit(t) {
+				go s.serve(t)
+			}
+		default:
+			s.busy.Add(-1)
+			return
+		}
+	}
+}
+
+// handOff gives the thread of a call that ended to the call that has
+// waited longest in the queue, as a pool's worker takes the next queued
+// task; false (the thread is to be freed) when none waits.
+func (s *ExchangeServer) handOff() bool {
+	if s.waitq == nil || s.queued.Load() == 0 {
+		return false
+	}
+	select {
+	case t := <-s.waitq:
+		s.queued.Add(-1)
+		t.conn.serving.Add(1)
+		if !s.pool.submit(t) {
+			go s.serve(t)
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *ExchangeServer) queueText() string {
+	if s.waitq == nil {
+		return ""
+	}
+	return fmt.Sprintf(" and all %d places of its queue are taken", cap(s.waitq))
 }
 
 // MaxErrorText bounds the text of an error response, sent or received: an
@@ -863,8 +972,10 @@ func (s *ExchangeServer) serve(t task) {
 	// the answer goes out, so that a caller sending its next call as soon
 	// as it has this answer does not find the thread still taken and get
 	// status 100 from a pool with room.
-	s.busy.Add(-1)
 	conn.serving.Add(-1)
+	if !s.handOff() {
+		s.busy.Add(-1)
+	}
 	if req.TwoWay {
 		// No longer coming: when nothing else is, the answer is written
 		// at once by this goroutine rather than batched.

@@ -15,6 +15,7 @@ type workerPool struct {
 	run     func(task)
 	tasks   chan task
 	max     int64
+	core    int64 // workers that never retire
 	workers atomic.Int64
 	largest atomic.Int64 // the most workers at once, for metrics
 	idle    time.Duration
@@ -29,8 +30,10 @@ type task struct {
 	req  *Request
 }
 
-func newWorkerPool(max int, idle time.Duration, run func(task)) *workerPool {
-	return &workerPool{run: run, tasks: make(chan task), max: int64(max), idle: idle, done: make(chan struct{})}
+// newWorkerPool: at most max workers; the first core of them never retire,
+// the others after idling for idle (0: they never do either).
+func newWorkerPool(max, core int, idle time.Duration, run func(task)) *workerPool {
+	return &workerPool{run: run, tasks: make(chan task), max: int64(max), core: int64(core), idle: idle, done: make(chan struct{})}
 }
 
 // submit runs f on an idle worker or a new one; false when max workers are
@@ -65,35 +68,56 @@ func (p *workerPool) submit(f task) bool {
 
 func (p *workerPool) work(f task) {
 	defer p.wg.Done()
-	defer p.workers.Add(-1)
 	// The idle timer is not reset per task (a timer operation on every
 	// call): the worker notes when it last served, and when the timer
 	// fires it either retires or waits out the rest of its idle time.
-	t := time.NewTimer(p.idle)
+	idle := p.idle
+	if idle <= 0 {
+		idle = time.Hour // never retires: the timer only wakes it to check
+	}
+	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
 		p.run(f)
-		if f = p.next(t, time.Now()); f.req == nil {
+		if f = p.next(t, time.Now(), idle); f.req == nil {
 			return
 		}
 	}
 }
 
-// next waits for the worker's next task; a zero task when the worker has
-// been idle since last for the pool's idle time, or the pool closes.
-func (p *workerPool) next(t *time.Timer, last time.Time) task {
+// next waits for the worker's next task; a zero task when the worker
+// retires (idle since last for the pool's idle time, and more than core
+// workers are left), counted out of workers, or the pool closes.
+func (p *workerPool) next(t *time.Timer, last time.Time, idle time.Duration) task {
 	for {
 		select {
 		case f := <-p.tasks:
 			return f
 		case <-t.C:
-			rest := p.idle - time.Since(last)
-			if rest <= 0 {
+			rest := idle - time.Since(last)
+			if rest <= 0 && p.idle > 0 && p.retire() {
 				return task{}
+			}
+			if rest <= 0 {
+				rest = idle
 			}
 			t.Reset(rest)
 		case <-p.done:
+			p.workers.Add(-1)
 			return task{}
+		}
+	}
+}
+
+// retire counts a worker out unless that would leave core or fewer.
+func (p *workerPool) retire() bool {
+	for {
+		n := p.workers.Load()
+		if n <= p.core {
+			return false
+		}
+		if p.workers.CompareAndSwap(n, n-1) {
+			return true
 		}
 	}
 }

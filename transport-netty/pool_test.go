@@ -13,7 +13,7 @@ func TestWorkerPoolRetiresIdleWorkers(t *testing.T) {
 	var mu sync.Mutex
 	served := 0
 	release := make(chan struct{})
-	p := newWorkerPool(4, 50*time.Millisecond, func(tk task) {
+	p := newWorkerPool(4, 0, 50*time.Millisecond, func(tk task) {
 		if tk.req.Data == "block" {
 			<-release
 		}

@@ -47,6 +47,9 @@ const (
 type Protocol struct {
 	t   *netty.Transporter
 	log *slog.Logger
+	// pools finds a server's `threadpool` by name (nil: the fixed pool
+	// of `threads` only).
+	pools func(name string) (extension.ThreadPool, error)
 	// sers resolves `serialization` names and header ids beyond hessian2
 	// (nil: hessian2 only).
 	sers extension.Serializations
@@ -77,6 +80,32 @@ func (p *Protocol) closeGracefully(c *netty.ExchangeClient) {
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
 	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
+}
+
+// WithThreadPools returns p finding each server's `threadpool` (fixed,
+// cached, limited, eager, or a plugin's) with pools.
+func (p *Protocol) WithThreadPools(pools func(name string) (extension.ThreadPool, error)) *Protocol {
+	p.pools = pools
+	return p
+}
+
+// poolFor is the thread pool of the server u is exported on.
+func (p *Protocol) poolFor(u *kernel.URL) (extension.PoolSpec, error) {
+	name := u.Param(netty.KeyThreadPool)
+	if p.pools == nil {
+		if name != "" {
+			return extension.PoolSpec{}, fmt.Errorf("threadpool %q: this protocol was built with its fixed pool only", name)
+		}
+		return extension.PoolSpec{}, nil
+	}
+	if name == "" {
+		name = extension.DefaultThreadPool
+	}
+	tp, err := p.pools(name)
+	if err != nil {
+		return extension.PoolSpec{}, err
+	}
+	return tp.Pool(u)
 }
 
 // WithSerializations returns p choosing the serialization of each
@@ -178,11 +207,16 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 		if err != nil {
 			return nil, err
 		}
+		pool, err := p.poolFor(u)
+		if err != nil {
+			return nil, fmt.Errorf("weft: dubbo: %w", err)
+		}
 		s = &server{codec: codec}
 		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
 			netty.ServerOptions{
 				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
+				Pool:      pool,
 			})
 		if err != nil {
 			return nil, err

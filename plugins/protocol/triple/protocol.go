@@ -63,7 +63,10 @@ const (
 type Protocol struct {
 	t   *netty.Transporter
 	log *slog.Logger
-	tls bool
+	// pools finds a server's `threadpool` by name (nil: the fixed pool
+	// of `threads` only).
+	pools func(name string) (extension.ThreadPool, error)
+	tls   bool
 	// sers resolves the serialization of wrapped (non-IDL) calls beyond
 	// hessian2: a content type's subtype, a reference's `serialization`.
 	sers extension.Serializations
@@ -78,6 +81,32 @@ type Protocol struct {
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
 	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
+}
+
+// WithThreadPools returns p finding each server's `threadpool` (fixed,
+// cached, limited, eager, or a plugin's) with pools.
+func (p *Protocol) WithThreadPools(pools func(name string) (extension.ThreadPool, error)) *Protocol {
+	p.pools = pools
+	return p
+}
+
+// poolFor is the thread pool of the server u is exported on.
+func (p *Protocol) poolFor(u *kernel.URL) (extension.PoolSpec, error) {
+	name := u.Param(netty.KeyThreadPool)
+	if p.pools == nil {
+		if name != "" {
+			return extension.PoolSpec{}, fmt.Errorf("threadpool %q: this protocol was built with its fixed pool only", name)
+		}
+		return extension.PoolSpec{}, nil
+	}
+	if name == "" {
+		name = extension.DefaultThreadPool
+	}
+	tp, err := p.pools(name)
+	if err != nil {
+		return extension.PoolSpec{}, err
+	}
+	return tp.Pool(u)
 }
 
 // WithSerializations returns p resolving the serializations of wrapped
@@ -152,6 +181,10 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 	defer p.mu.Unlock()
 	s := p.servers[addr]
 	if s == nil {
+		pool, err := p.poolFor(u)
+		if err != nil {
+			return nil, fmt.Errorf("weft: tri: %w", err)
+		}
 		s = &server{p: p}
 		payload := int(u.ParamInt(kernel.KeyPayload, DefaultPayload))
 		if payload <= 0 {
@@ -166,6 +199,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 				// it next calls.
 				Heartbeat: time.Duration(u.ParamInt("heartbeat", int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),
+				Pool:      pool,
 				Framing: func(es *netty.ExchangeServer) extension.ChannelHandler {
 					return newFraming(es, s, u, payload)
 				},
