@@ -7,9 +7,11 @@ import (
 	"github.com/weftrpc/weft/kernel"
 )
 
-// Default names of the remoting points.
+// Default names of the remoting points chosen by name. The transport is
+// not one: every protocol's exchange layer (transport-netty) is written on
+// its connections, as Dubbo's is on Netty's in practice; there is no second
+// transport to choose, and no point declared without one.
 const (
-	DefaultTransporter   = "netty"
 	DefaultSerialization = "hessian2"
 	DefaultThreadPool    = "fixed"
 )
@@ -56,18 +58,6 @@ type FrameSizer interface {
 // without a word.
 type RequestPeeker interface {
 	PeekRequest(first16 []byte) (id uint64, ok bool)
-}
-
-// Server is a bound listener.
-type Server interface {
-	Addr() net.Addr
-	Close() error
-}
-
-// Transporter opens servers and client connections (Dubbo's Transporter).
-type Transporter interface {
-	Bind(url *kernel.URL, codec Codec, handler ChannelHandler) (Server, error)
-	Connect(url *kernel.URL, codec Codec, handler ChannelHandler) (Channel, error)
 }
 
 // Serialization encodes call bodies; its ID goes in the low five bits of the

@@ -659,7 +659,7 @@ func Bind(t *Transporter, url *kernel.URL, codec extension.Codec, h RequestHandl
 	if err != nil {
 		return nil, err
 	}
-	es.srv = srv.(*Server)
+	es.srv = srv
 	if opt.Heartbeat > 0 {
 		es.bg.Add(1)
 		go es.idleCheck()

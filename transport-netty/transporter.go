@@ -50,11 +50,9 @@ func NewTLSTransporterALPN(log *slog.Logger, t *TLS, alpn ...string) *Transporte
 	return &Transporter{log: log, tls: t, alpn: alpn}
 }
 
-var _ extension.Transporter = (*Transporter)(nil)
-
 // Bind listens on the URL's host:port and serves every connection with codec
 // and handler.
-func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler extension.ChannelHandler) (extension.Server, error) {
+func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler extension.ChannelHandler) (*Server, error) {
 	addr := net.JoinHostPort(url.Host, strconv.Itoa(url.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
