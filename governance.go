@@ -37,7 +37,7 @@ type governance struct {
 	svcCondKey, appCondKey, svcCfgKey, appCfgKey string
 
 	mu      sync.Mutex
-	dir     interface{ SetRouters([]extension.Router) }
+	dir     extension.RoutedDirectory
 	static  []extension.Router // the reference's own routers (config)
 	svcCond *cluster.ConditionRulesRouter
 	appCond *cluster.ConditionRulesRouter
@@ -171,7 +171,7 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 
 // retarget points the rules at a new directory (the reference was referred
 // again after a config change) with the reference's own routers.
-func (g *governance) retarget(dir interface{ SetRouters([]extension.Router) }, static []extension.Router) {
+func (g *governance) retarget(dir extension.RoutedDirectory, static []extension.Router) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dir, g.static = dir, static
@@ -203,7 +203,7 @@ func (g *governance) applyLocked(reconfigure bool) {
 		routers = append(routers, g.appCond)
 	}
 	g.dir.SetRouters(routers)
-	if rd, ok := g.dir.(*cluster.RegistryDirectory); ok && reconfigure {
+	if rd, ok := g.dir.(extension.ConfiguredDirectory); ok && reconfigure {
 		// SetConfigure runs the last provider list through the rules
 		// again. Not under g.mu: the directory calls configure, which
 		// takes it, under its own lock.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	netty "github.com/weftrpc/weft/transport-netty"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -183,7 +184,7 @@ func newMetrics(cfg *Config, obs *observer, protocols *kernel.Loader[extension.P
 
 // appSources reads the App's state for the metrics, at scrape time only.
 func appSources(obs *observer, protocols *kernel.Loader[extension.Protocol], wasm wasmSet) metrics.Sources {
-	dubboProto := func() *dubbo.Protocol {
+	dubboProto := func() netty.StatsReporter {
 		if !protocols.Has(dubbo.Name) {
 			return nil
 		}
@@ -191,7 +192,7 @@ func appSources(obs *observer, protocols *kernel.Loader[extension.Protocol], was
 		if err != nil {
 			return nil
 		}
-		dp, _ := p.(*dubbo.Protocol)
+		dp, _ := p.(netty.StatsReporter)
 		return dp
 	}
 	return metrics.Sources{

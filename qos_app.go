@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/qos"
 	"github.com/weftrpc/weft/registry"
 )
@@ -130,7 +130,7 @@ func (q qosApp) References() []qos.Reference {
 			out = append(out, ref)
 			continue
 		}
-		if d, ok := r.dir.(interface{ Invokers() []kernel.Invoker }); ok && r.invoker.Load() != nil {
+		if d, ok := r.dir.(extension.InvokerLister); ok && r.invoker.Load() != nil {
 			for _, iv := range d.Invokers() {
 				if u := iv.URL(); u != nil {
 					ref.Providers = append(ref.Providers, u.Protocol+"://"+u.Address())

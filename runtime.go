@@ -92,7 +92,7 @@ type reference struct {
 
 	// Set by refer: where new routers go, and the registries'
 	// subscription that feeds the directory of a discovering reference.
-	dir interface{ SetRouters([]extension.Router) }
+	dir extension.RoutedDirectory
 	sub *registry.Subscription
 	// gov applies Dubbo Admin's rules from the config center; nil
 	// without one.
@@ -680,7 +680,7 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	rt.exporters = append(rt.exporters, exp)
 	// Registered once the server listens, with the port it really got.
 	pub := u
-	if b, ok := exp.(interface{ BoundAddr() string }); ok && u.Port == 0 {
+	if b, ok := exp.(extension.BoundExporter); ok && u.Port == 0 {
 		if _, port, err := net.SplitHostPort(b.BoundAddr()); err == nil {
 			p, _ := strconv.Atoi(port)
 			pub = u.WithAddress(u.Protocol, u.Host, p)

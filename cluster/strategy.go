@@ -171,7 +171,7 @@ const maxNamed = 5
 // be connected: "no provider" is for no address known. It names the
 // addresses and why each is unavailable (the dial error).
 func (c *clusterInvoker) unreachable(inv *kernel.Invocation) error {
-	lister, ok := c.dir.(interface{ Invokers() []kernel.Invoker })
+	lister, ok := c.dir.(extension.InvokerLister)
 	if !ok {
 		return nil
 	}

@@ -37,6 +37,27 @@ type LoadBalance interface {
 	Select(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) kernel.Invoker
 }
 
+// RoutedDirectory is a Directory whose routers can be replaced while calls
+// go on: governance rules and config updates set a reference's routers
+// through it. cluster's directories are ones.
+type RoutedDirectory interface {
+	Directory
+	SetRouters(routers []Router)
+}
+
+// ConfiguredDirectory is a Directory whose providers' URLs pass through a
+// configure step (Dubbo's override rules) before they are referred;
+// setting another runs the last provider list through it again.
+type ConfiguredDirectory interface {
+	SetConfigure(configure func([]*kernel.URL) []*kernel.URL)
+}
+
+// InvokerLister is a Directory that lists every invoker it holds, before
+// routing: for QoS's ls and for clusters that call them all (broadcast).
+type InvokerLister interface {
+	Invokers() []kernel.Invoker
+}
+
 // Router narrows the list of invokers for one call (condition, tag, ...).
 // It returns the input slice or a new one, never modifies the input.
 type Router interface {

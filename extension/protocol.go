@@ -21,6 +21,14 @@ type Protocol interface {
 	Destroy()
 }
 
+// BoundExporter is an Exporter that knows the address its server bound:
+// an invoker exported on port 0 learns its real port from it, for the
+// registries.
+type BoundExporter interface {
+	Exporter
+	BoundAddr() string
+}
+
 // Exporter is the handle of an exported service.
 type Exporter interface {
 	Invoker() kernel.Invoker

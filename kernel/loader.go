@@ -22,6 +22,13 @@ type Activate struct {
 	Order  int
 }
 
+// Destroyer is an extension that releases what it holds with Destroy
+// (Dubbo's Protocol.destroy) rather than io.Closer's Close: the Loader calls
+// it when it closes.
+type Destroyer interface {
+	Destroy()
+}
+
 // Factory creates the one instance of an extension. It runs at most once per
 // Loader and name, on the first Get.
 type Factory[T any] func() (T, error)
@@ -340,7 +347,7 @@ func (l *Loader[T]) Close() error {
 			if err := c.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("weft: close %s extension %q: %w", l.point, e.name, err))
 			}
-		case interface{ Destroy() }:
+		case Destroyer:
 			c.Destroy()
 		}
 	}

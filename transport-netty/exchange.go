@@ -690,6 +690,13 @@ type ServerStats struct {
 	Connections int
 }
 
+// StatsReporter is a protocol whose servers and clients are this
+// package's: the metrics read their pools and connections through it.
+type StatsReporter interface {
+	ServerStats() []ServerStats
+	ClientConnections() int64
+}
+
 // Stats returns the server's counts now.
 func (s *ExchangeServer) Stats() ServerStats {
 	return ServerStats{Addr: s.Addr(), Threads: s.pool.max, Workers: s.pool.workers.Load(), Largest: s.pool.largest.Load(),
