@@ -89,13 +89,13 @@ func (f *fakeProvider) serve(nc net.Conn) {
 		var out []byte
 		switch {
 		case req.Event: // heartbeat
-			out, err = codec.Encode(nil, &netty.Response{ID: req.ID, Status: netty.StatusOK, Event: true})
+			out, err = codec.Encode(nil, &netty.Response{ID: req.ID, Status: kernel.ResponseOK, Event: true})
 		case !f.poisoned.Swap(true):
 			// A response header claiming 2 GiB, and no body.
 			out = make([]byte, 16)
 			binary.BigEndian.PutUint16(out, dubbo.Magic)
 			out[2] = 0x02 // response, hessian2
-			out[3] = netty.StatusOK
+			out[3] = kernel.ResponseOK
 			binary.BigEndian.PutUint64(out[4:], req.ID)
 			binary.BigEndian.PutUint32(out[12:], 2<<30)
 		default:
@@ -103,7 +103,7 @@ func (f *fakeProvider) serve(nc net.Conn) {
 			if body, ok := req.Data.(*dubbo.RPCRequest); ok && len(body.Args) == 1 {
 				arg, _ = body.Args[0].(string)
 			}
-			out, err = codec.Encode(nil, &netty.Response{ID: req.ID, Status: netty.StatusOK,
+			out, err = codec.Encode(nil, &netty.Response{ID: req.ID, Status: kernel.ResponseOK,
 				Data: &dubbo.RPCResult{Value: "fake:" + arg}})
 			f.answered.Add(1)
 		}

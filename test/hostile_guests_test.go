@@ -11,7 +11,6 @@ import (
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
-	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 // cyclicSvc answers with values that contain themselves, as a hostile (or
@@ -58,7 +57,7 @@ provider:
 		t.Fatalf("no answer to a cyclic argument read by a WASM guest: %v", err)
 	}
 	t.Logf("cyclic argument: %v", r)
-	if r.Status == netty.StatusOK && r.value() != nil {
+	if r.Status == kernel.ResponseOK && r.value() != nil {
 		if _, isErr := r.value().(error); !isErr {
 			t.Fatalf("a cyclic list was accepted as a String: %v", r.value())
 		}

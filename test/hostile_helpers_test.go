@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	netty "github.com/weftrpc/weft/transport-netty"
 	"go.uber.org/goleak"
@@ -271,7 +272,7 @@ func (c *rawConn) read(d time.Duration) (*response, error) {
 			return &response{Response: m, bodyLen: int(n)}, nil
 		case *netty.Request: // a heartbeat from the provider: answer it
 			if m.Event {
-				ans, _ := readCodec.Encode(nil, &netty.Response{ID: m.ID, Status: netty.StatusOK, Event: true})
+				ans, _ := readCodec.Encode(nil, &netty.Response{ID: m.ID, Status: kernel.ResponseOK, Event: true})
 				c.Write(ans)
 			}
 			continue
@@ -293,7 +294,7 @@ func (r *response) value() any {
 }
 
 func (r *response) String() string {
-	if r.Status != netty.StatusOK {
+	if r.Status != kernel.ResponseOK {
 		msg := r.ErrMsg
 		if len(msg) > 300 {
 			msg = fmt.Sprintf("%s...(%d bytes)", msg[:300], len(msg))
@@ -313,7 +314,7 @@ func echoWorks(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatalf("a normal call on a new connection: %v", err)
 	}
-	if r.Status != netty.StatusOK || r.value() != "still here" {
+	if r.Status != kernel.ResponseOK || r.value() != "still here" {
 		t.Fatalf("a normal call on a new connection: %v", r)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	netty "github.com/weftrpc/weft/transport-netty"
+	"github.com/weftrpc/weft/kernel"
 )
 
 // Cyclic and self-sharing hessian values in a ~100-byte request: the
@@ -137,10 +137,10 @@ func TestHostileHugeFrameHeaderClosesTheConnection(t *testing.T) {
 			}
 			answers = append(answers, r)
 		}
-		if answers[0].ID != 1 || answers[0].Status != netty.StatusBadRequest || !strings.Contains(answers[0].ErrMsg, "payload") {
+		if answers[0].ID != 1 || answers[0].Status != kernel.ResponseBadRequest || !strings.Contains(answers[0].ErrMsg, "payload") {
 			t.Fatalf("the oversized frame got %v, want status 40 naming the payload limit", answers[0])
 		}
-		if answers[1].ID != 2 || answers[1].Status != netty.StatusOK || answers[1].value() != "next" {
+		if answers[1].ID != 2 || answers[1].Status != kernel.ResponseOK || answers[1].value() != "next" {
 			t.Fatalf("the call after it got %v", answers[1])
 		}
 	})
@@ -196,7 +196,7 @@ func TestHostileLongDecodeErrorIsAnsweredShort(t *testing.T) {
 				t.Fatalf("a %d-byte request (payload %d) whose decoding fails: no answer: %v", len(tc.body), payload, err)
 			}
 			t.Logf("answer: %v", r)
-			if r.ID != uint64(10+i) || r.Status != netty.StatusBadRequest {
+			if r.ID != uint64(10+i) || r.Status != kernel.ResponseBadRequest {
 				t.Fatalf("answer %v, want status 40 for id %d", r, 10+i)
 			}
 			if len(r.ErrMsg) > 5000 {

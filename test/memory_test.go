@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
-	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 // procStatus reads VmRSS and VmHWM (the peak RSS) of pid, in bytes.
@@ -211,7 +211,7 @@ func TestHostileFramesMemoryBounded(t *testing.T) {
 				switch {
 				case err != nil:
 					answers <- fmt.Sprintf("conn %d: no answer: %v", i, err)
-				case r.Status != netty.StatusBadRequest || !strings.Contains(r.ErrMsg, b.want):
+				case r.Status != kernel.ResponseBadRequest || !strings.Contains(r.ErrMsg, b.want):
 					answers <- fmt.Sprintf("conn %d: %v, want status 40 naming the %s", i, r, b.want)
 				default:
 					answers <- ""

@@ -205,11 +205,11 @@ func TestOneConnectionLeavesThreadsForOthers(t *testing.T) {
 		}
 	}
 	resp, err := hog.Request(t.Context(), "more", time.Second)
-	if err != nil || resp.Status != StatusServerThreadpoolExhausted || !strings.Contains(resp.ErrMsg, "this connection holds 7") {
+	if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted || !strings.Contains(resp.ErrMsg, "this connection holds 7") {
 		t.Fatalf("the hog's eighth call: %+v %v, want status 100 naming the connection's share", resp, err)
 	}
 	other := dial(t, es.Addr(), testCodec{}, ClientOptions{})
-	if resp, err := other.Request(t.Context(), "x", time.Second); err != nil || resp.Status != StatusOK {
+	if resp, err := other.Request(t.Context(), "x", time.Second); err != nil || resp.Status != kernel.ResponseOK {
 		t.Fatalf("another connection: %+v %v", resp, err)
 	}
 	close(h.release)
@@ -230,7 +230,7 @@ func TestWriteDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if resp, err := c.Request(t.Context(), "after", time.Second); err != nil || resp.Status != StatusOK {
+	if resp, err := c.Request(t.Context(), "after", time.Second); err != nil || resp.Status != kernel.ResponseOK {
 		t.Fatalf("a call after the deadline passed: %+v %v", resp, err)
 	}
 }
@@ -262,7 +262,7 @@ func TestLargeFramesShareAServerBudget(t *testing.T) {
 	start := time.Now()
 	resp, err := c.Request(t.Context(), strings.Repeat("c", 300<<10), 5*time.Second)
 	took := time.Since(start)
-	if err != nil || resp.Status != StatusOK {
+	if err != nil || resp.Status != kernel.ResponseOK {
 		t.Fatalf("the second large call, after %v: %v %v", took, resp, err)
 	}
 	select {
@@ -280,7 +280,7 @@ func TestLargeFramesShareAServerBudget(t *testing.T) {
 	}
 	// Alone, a frame over the budget fits.
 	resp, err = c.Request(t.Context(), strings.Repeat("a", 1<<20), 5*time.Second)
-	if err != nil || resp.Status != StatusOK {
+	if err != nil || resp.Status != kernel.ResponseOK {
 		t.Fatalf("a lone frame over the budget: %v %v", resp, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,21 +13,6 @@ import (
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
-)
-
-// Response statuses, Dubbo's numbers.
-const (
-	StatusOK                        byte = 20
-	StatusClientTimeout             byte = 30
-	StatusServerTimeout             byte = 31
-	StatusChannelInactive           byte = 35
-	StatusBadRequest                byte = 40
-	StatusBadResponse               byte = 50
-	StatusServiceNotFound           byte = 60
-	StatusServiceError              byte = 70
-	StatusServerError               byte = 80
-	StatusClientError               byte = 90
-	StatusServerThreadpoolExhausted byte = 100
 )
 
 // Defaults, Dubbo's.
@@ -70,52 +54,6 @@ type Response struct {
 	Data   any
 	// ErrMsg explains a status other than OK.
 	ErrMsg string
-}
-
-// StatusError converts a non-OK status into a kernel error. The status
-// gives the code; a text written by kernel.WireText (a weft provider) gives
-// the message without a second prefix and, for the generic statuses 70/90,
-// the code the status cannot carry (forbidden, method not found, ...).
-func StatusError(status byte, msg string) error {
-	code := kernel.CodeUnknown
-	msg = cutText(msg)
-	wireCode, text, parsed := kernel.ParseText(msg)
-	if parsed {
-		msg = text
-	} else {
-		// weft's own texts without a code ("weft: dubbo frame ...") get
-		// theirs from the status: one prefix.
-		msg = strings.TrimPrefix(msg, "weft: ")
-	}
-	e := &kernel.Error{Msg: msg}
-	switch status {
-	case StatusClientTimeout:
-		code = kernel.CodeTimeout
-	case StatusServerTimeout:
-		code, e.ServerSide = kernel.CodeTimeout, true
-	case StatusChannelInactive:
-		code = kernel.CodeNetwork
-	case StatusBadRequest, StatusBadResponse:
-		code = kernel.CodeSerialization
-	case StatusServiceNotFound:
-		code = kernel.CodeServiceNotFound
-	case StatusServerThreadpoolExhausted:
-		code = kernel.CodeLimitExceeded
-	case StatusServerError:
-		code = kernel.CodeShuttingDown
-		if parsed {
-			code = wireCode
-		}
-	case StatusServiceError, StatusClientError:
-		if parsed {
-			code = wireCode
-		}
-	}
-	e.Code = code
-	if e.Msg == "" {
-		e.Msg = fmt.Sprintf("status %d", status)
-	}
-	return e
 }
 
 type call struct {
@@ -499,7 +437,7 @@ func (c *ExchangeClient) Close() {
 		conn.Close()
 		conn.loops.Wait()
 	}
-	c.pending.failConn(nil, StatusChannelInactive, "client of "+c.url.Address()+" closed")
+	c.pending.failConn(nil, kernel.ResponseChannelInactive, "client of "+c.url.Address()+" closed")
 }
 
 // Connected is part of extension.ChannelHandler.
@@ -515,7 +453,7 @@ func (c *ExchangeClient) Disconnected(ch extension.Channel) {
 		msg += ": " + cutText(err.Error())
 		c.lastErr.Store(&err)
 	}
-	c.pending.failConn(ch.(*Conn), StatusChannelInactive, msg)
+	c.pending.failConn(ch.(*Conn), kernel.ResponseChannelInactive, msg)
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -543,7 +481,7 @@ func (c *ExchangeClient) Received(ch extension.Channel, msg any) {
 		}
 		if m.Event && m.TwoWay {
 			if conn, ok := ch.(*Conn); ok {
-				conn.SendControl(&Response{ID: m.ID, Status: StatusOK, Event: true})
+				conn.SendControl(&Response{ID: m.ID, Status: kernel.ResponseOK, Event: true})
 			}
 		}
 	}
@@ -767,14 +705,14 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 		if req.TwoWay {
 			// A peer sending heartbeats and never reading the replies is
 			// closed by SendControl; other errors mean it closed already.
-			conn.SendControl(&Response{ID: req.ID, Status: StatusOK, Event: true})
+			conn.SendControl(&Response{ID: req.ID, Status: kernel.ResponseOK, Event: true})
 		}
 		return true
 	case req.Broken != nil:
 		if req.TwoWay {
-			status := StatusBadRequest
+			status := kernel.ResponseBadRequest
 			if errors.Is(req.Broken, ErrServerBusy) {
-				status = StatusServerThreadpoolExhausted
+				status = kernel.ResponseServerThreadpoolExhausted
 			}
 			reply(conn, &Response{ID: req.ID, Status: status, ErrMsg: req.Broken.Error()})
 		}
@@ -784,7 +722,7 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 	if s.closing {
 		s.closeMu.RUnlock()
 		if req.TwoWay {
-			resp := &Response{ID: req.ID, Status: StatusServerError,
+			resp := &Response{ID: req.ID, Status: kernel.ResponseServerError,
 				ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", s.Addr())}
 			reply(conn, resp)
 			s.unservedReq(conn, req, resp)
@@ -841,7 +779,7 @@ func (s *ExchangeServer) dispatch(conn *Conn, msg any, inline bool) bool {
 func (s *ExchangeServer) refuse(conn *Conn, req *Request, msg string) {
 	s.rejected.Add(1)
 	if req.TwoWay {
-		resp := &Response{ID: req.ID, Status: StatusServerThreadpoolExhausted, ErrMsg: msg}
+		resp := &Response{ID: req.ID, Status: kernel.ResponseServerThreadpoolExhausted, ErrMsg: msg}
 		reply(conn, resp)
 		s.unservedReq(conn, req, resp)
 	}
@@ -954,15 +892,15 @@ func cutText(s string) string { return view.Cut(s, MaxErrorText) }
 // is cut to fit, and a result that cannot be encoded (too large, a type the
 // serialization does not know) is answered with an error saying so.
 func reply(conn *Conn, resp *Response) {
-	if resp.Status != StatusOK {
+	if resp.Status != kernel.ResponseOK {
 		resp.ErrMsg = cutText(resp.ErrMsg)
 	}
 	err := conn.Send(resp)
 	if err == nil || err == ErrClosed {
 		return
 	}
-	status := StatusBadResponse
-	if resp.Status != StatusOK {
+	status := kernel.ResponseBadResponse
+	if resp.Status != kernel.ResponseOK {
 		status = resp.Status
 	}
 	if err := conn.Send(&Response{ID: resp.ID, Status: status, ErrMsg: cutText(err.Error())}); err != nil && err != ErrClosed {
@@ -1002,7 +940,7 @@ func (s *ExchangeServer) reply(conn *Conn, req *Request) (resp *Response) {
 		if p := recover(); p != nil {
 			s.log.Error("weft: panic while serving a request", "remote", conn.RemoteAddrString(), "id", req.ID,
 				"panic", view.Text(p), "stack", string(debug.Stack()))
-			resp = &Response{Status: StatusServiceError,
+			resp = &Response{Status: kernel.ResponseServiceError,
 				ErrMsg: cutText("weft: unknown: server " + s.Addr() + " failed serving the call: " + view.Text(p))}
 		}
 	}()

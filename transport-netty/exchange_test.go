@@ -53,7 +53,7 @@ func (c testCodec) Encode(dst []byte, msg any) ([]byte, error) {
 			flags |= 2
 		}
 		data, _ = m.Data.(string)
-		if m.Status != StatusOK {
+		if m.Status != kernel.ResponseOK {
 			data = m.ErrMsg
 		}
 	default:
@@ -87,7 +87,7 @@ func (c testCodec) Decode(src []byte) (any, int, error) {
 	id := binary.BigEndian.Uint64(src[5:])
 	n := int(binary.BigEndian.Uint32(src[13:]))
 	if c.limit > 0 && n > c.limit {
-		var msg any = &Response{ID: id, Status: StatusBadResponse, ErrMsg: "frame too large"}
+		var msg any = &Response{ID: id, Status: kernel.ResponseBadResponse, ErrMsg: "frame too large"}
 		if kind == kindReq {
 			msg = &Request{ID: id, TwoWay: flags&1 != 0, Broken: errors.New("frame too large")}
 		}
@@ -101,7 +101,7 @@ func (c testCodec) Decode(src []byte) (any, int, error) {
 		return &Request{ID: id, TwoWay: flags&1 != 0, Event: flags&2 != 0, Data: data}, hdr + n, nil
 	}
 	r := &Response{ID: id, Status: status, Event: flags&2 != 0}
-	if status == StatusOK {
+	if status == kernel.ResponseOK {
 		r.Data = data
 	} else {
 		r.ErrMsg = data
@@ -126,7 +126,7 @@ func (h *echoHandler) Reply(_ *Conn, req *Request) *Response {
 	if s == "block" {
 		<-h.release
 	}
-	return &Response{Status: StatusOK, Data: s}
+	return &Response{Status: kernel.ResponseOK, Data: s}
 }
 
 func serve(t *testing.T, codec testCodec, opt ServerOptions) (*ExchangeServer, *echoHandler) {
@@ -260,10 +260,10 @@ func TestClosingChannelFailsAllPendingAtOnce(t *testing.T) {
 }
 
 func TestClosedChannelStatusIsNetworkError(t *testing.T) {
-	if err := StatusError(StatusChannelInactive, "x"); kernel.CodeOf(err) != kernel.CodeNetwork {
+	if err := kernel.ResponseError(kernel.ResponseChannelInactive, "x"); kernel.CodeOf(err) != kernel.CodeNetwork {
 		t.Fatalf("code %v", kernel.CodeOf(err))
 	}
-	if err := StatusError(StatusServerTimeout, "x"); kernel.CodeOf(err) != kernel.CodeTimeout || !err.(*kernel.Error).ServerSide {
+	if err := kernel.ResponseError(kernel.ResponseServerTimeout, "x"); kernel.CodeOf(err) != kernel.CodeTimeout || !err.(*kernel.Error).ServerSide {
 		t.Fatalf("server timeout: %v", err)
 	}
 }
@@ -282,12 +282,12 @@ func TestThreadsFullAnswers100(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	resp, err := c.Request(context.Background(), "x", time.Second)
-	if err != nil || resp.Status != StatusServerThreadpoolExhausted || !strings.Contains(resp.ErrMsg, "threads") {
+	if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted || !strings.Contains(resp.ErrMsg, "threads") {
 		t.Fatalf("resp %+v err %v, want status 100", resp, err)
 	}
 	close(h.release)
 	for range 2 {
-		if r := <-done; r == nil || r.Status != StatusOK {
+		if r := <-done; r == nil || r.Status != kernel.ResponseOK {
 			t.Fatalf("blocked call: %+v", r)
 		}
 	}
@@ -298,7 +298,7 @@ func TestOversizedFramesFailOneCallKeepConnection(t *testing.T) {
 	es, h := serve(t, testCodec{limit: 100}, ServerOptions{})
 	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
 	resp, err := c.Request(context.Background(), strings.Repeat("z", 5000), time.Second)
-	if err != nil || resp.Status != StatusBadRequest {
+	if err != nil || resp.Status != kernel.ResponseBadRequest {
 		t.Fatalf("oversized request: %+v %v, want BadRequest", resp, err)
 	}
 	if resp, err := c.Request(context.Background(), "small", time.Second); err != nil || resp.Data != "small" {

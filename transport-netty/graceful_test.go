@@ -18,7 +18,7 @@ type slowHandler struct{ delay time.Duration }
 
 func (h slowHandler) Reply(_ *Conn, req *Request) *Response {
 	time.Sleep(h.delay)
-	return &Response{Status: StatusOK, Data: req.Data}
+	return &Response{Status: kernel.ResponseOK, Data: req.Data}
 }
 
 // CloseGracefully: the client is unavailable at once, the calls in flight
@@ -38,8 +38,8 @@ func TestCloseGracefullyLetsCallsInFlightFinish(t *testing.T) {
 	call := func() {
 		defer wg.Done()
 		resp, err := c.Request(context.Background(), "x", time.Second)
-		if err == nil && resp.Status != StatusOK {
-			err = StatusError(resp.Status, resp.ErrMsg)
+		if err == nil && resp.Status != kernel.ResponseOK {
+			err = kernel.ResponseError(resp.Status, resp.ErrMsg)
 		}
 		errs <- err
 	}
@@ -84,7 +84,7 @@ type enteredHandler struct {
 func (h *enteredHandler) Reply(_ *Conn, req *Request) *Response {
 	h.entered.Add(1)
 	time.Sleep(h.delay)
-	return &Response{Status: StatusOK, Data: req.Data}
+	return &Response{Status: kernel.ResponseOK, Data: req.Data}
 }
 
 // panicHandler panics on every request.
@@ -109,7 +109,7 @@ func TestPanicInHandlerFailsOnlyThatCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Status != StatusServiceError || !strings.Contains(resp.ErrMsg, "handler bug") {
+		if resp.Status != kernel.ResponseServiceError || !strings.Contains(resp.ErrMsg, "handler bug") {
 			t.Fatalf("status %d %q", resp.Status, resp.ErrMsg)
 		}
 	}
@@ -136,8 +136,8 @@ func TestReadOnlyEventOnServerClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			resp, err := c.Request(context.Background(), "x", 5*time.Second)
-			if err == nil && resp.Status != StatusOK {
-				err = StatusError(resp.Status, resp.ErrMsg)
+			if err == nil && resp.Status != kernel.ResponseOK {
+				err = kernel.ResponseError(resp.Status, resp.ErrMsg)
 			}
 			errs <- err
 		}()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
 )
 
 // The thread pools as Dubbo documents them, by their specs
@@ -40,7 +41,7 @@ func until(t *testing.T, what string, cond func() bool) {
 func allOK(t *testing.T, done chan *Response, n int) {
 	t.Helper()
 	for range n {
-		if r := <-done; r == nil || r.Status != StatusOK {
+		if r := <-done; r == nil || r.Status != kernel.ResponseOK {
 			t.Fatalf("a call: %+v", r)
 		}
 	}
@@ -70,7 +71,7 @@ func TestLimitedPoolIsBounded(t *testing.T) {
 	done := blockCalls(c, 3)
 	until(t, "3 calls run", func() bool { return es.Busy() == 3 })
 	resp, err := c.Request(context.Background(), "x", time.Second)
-	if err != nil || resp.Status != StatusServerThreadpoolExhausted {
+	if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted {
 		t.Fatalf("a 4th call: %+v %v, want status 100", resp, err)
 	}
 	close(h.release)
@@ -139,7 +140,7 @@ func TestEagerPoolThreadsBeforeQueue(t *testing.T) {
 				five := blockCalls(cl, 1)
 				until(t, "5 calls placed", func() bool { st := es.Stats(); return st.Busy+st.Queued == 5 })
 				resp, err := cl.Request(context.Background(), "x", time.Second)
-				if err != nil || resp.Status != StatusServerThreadpoolExhausted || !strings.Contains(resp.ErrMsg, "queue") {
+				if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted || !strings.Contains(resp.ErrMsg, "queue") {
 					t.Fatalf("a 6th call: %+v %v, want status 100 naming the queue", resp, err)
 				}
 				defer allOK(t, five, 1)
@@ -159,7 +160,7 @@ func TestFixedPoolQueues(t *testing.T) {
 	done := blockCalls(c, 2)
 	until(t, "1 runs, 1 waits", func() bool { st := es.Stats(); return st.Busy == 1 && st.Queued == 1 })
 	resp, err := c.Request(context.Background(), "x", time.Second)
-	if err != nil || resp.Status != StatusServerThreadpoolExhausted {
+	if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted {
 		t.Fatalf("a 3rd call: %+v %v, want status 100", resp, err)
 	}
 	close(h.release)

@@ -27,7 +27,7 @@ func mustTLS(t testing.TB, c TLSConfig) *TLS {
 type echoData struct{}
 
 func (echoData) Reply(_ *Conn, req *Request) *Response {
-	return &Response{Status: StatusOK, Data: req.Data}
+	return &Response{Status: kernel.ResponseOK, Data: req.Data}
 }
 
 func tlsServer(t *testing.T, tr *Transporter) *ExchangeServer {
@@ -49,8 +49,8 @@ func callOnce(t *testing.T, tr *Transporter, addr string) error {
 	if err != nil {
 		return err
 	}
-	if resp.Status != StatusOK || resp.Data != "hello" {
-		return StatusError(resp.Status, resp.ErrMsg)
+	if resp.Status != kernel.ResponseOK || resp.Data != "hello" {
+		return kernel.ResponseError(resp.Status, resp.ErrMsg)
 	}
 	return nil
 }

@@ -309,7 +309,7 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 		} else if peeker, ok := s.codec.(extension.RequestPeeker); ok {
 			var id uint64
 			if id, plain = peeker.PeekRequest(hdr); plain {
-				if answer, err := s.codec.Encode(nil, &Response{ID: id, Status: StatusClientError, ErrMsg: "weft: network: " + why}); err == nil {
+				if answer, err := s.codec.Encode(nil, &Response{ID: id, Status: kernel.ResponseClientError, ErrMsg: "weft: network: " + why}); err == nil {
 					nc.SetWriteDeadline(time.Now().Add(time.Second))
 					nc.Write(answer)
 				}

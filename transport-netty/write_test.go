@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weftrpc/weft/kernel"
 )
 
 // pipePair returns a Conn over one end of a loopback TCP connection and the
@@ -153,7 +155,7 @@ func TestInlineCallDoesNotHoldTheConnection(t *testing.T) {
 	start := time.Now()
 	for i := range 20 {
 		resp, err := c.Request(context.Background(), fmt.Sprint("fast", i), 2*time.Second)
-		if err != nil || resp.Status != StatusOK || resp.Data != fmt.Sprint("fast", i) {
+		if err != nil || resp.Status != kernel.ResponseOK || resp.Data != fmt.Sprint("fast", i) {
 			t.Fatalf("call %d behind blocked ones: %+v %v", i, resp, err)
 		}
 	}
@@ -173,12 +175,12 @@ func TestInlineCallDoesNotHoldTheConnection(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	resp, err := c.Request(context.Background(), "x", time.Second)
-	if err != nil || resp.Status != StatusServerThreadpoolExhausted {
+	if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted {
 		t.Fatalf("with every thread busy: %+v %v, want status 100", resp, err)
 	}
 	close(h.release)
 	for range 3 {
-		if r := <-blocked; r == nil || r.Status != StatusOK {
+		if r := <-blocked; r == nil || r.Status != kernel.ResponseOK {
 			t.Fatalf("blocked call: %+v", r)
 		}
 	}
@@ -222,7 +224,7 @@ func TestTakeoverLosesNoCall(t *testing.T) {
 	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
 	for i := range 50 {
 		resp, err := c.Request(context.Background(), fmt.Sprint("call", i), 2*time.Second)
-		if err != nil || resp.Status != StatusOK || resp.Data != fmt.Sprint("call", i) {
+		if err != nil || resp.Status != kernel.ResponseOK || resp.Data != fmt.Sprint("call", i) {
 			t.Fatalf("call %d: %+v %v", i, resp, err)
 		}
 	}
@@ -236,12 +238,12 @@ func TestTakeoverLosesNoCall(t *testing.T) {
 	}
 	for i := range 20 {
 		resp, err := c.Request(context.Background(), "x", 2*time.Second)
-		if err != nil || resp.Status != StatusServerThreadpoolExhausted {
+		if err != nil || resp.Status != kernel.ResponseServerThreadpoolExhausted {
 			t.Fatalf("declined call %d: %+v %v, want status 100", i, resp, err)
 		}
 	}
 	close(h.release)
-	if r := <-blocked; r == nil || r.Status != StatusOK {
+	if r := <-blocked; r == nil || r.Status != kernel.ResponseOK {
 		t.Fatalf("blocked call: %+v", r)
 	}
 }

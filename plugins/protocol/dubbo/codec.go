@@ -245,7 +245,7 @@ func (c *Codec) Encode(dst []byte, msg any) ([]byte, error) {
 		switch {
 		case m.Event:
 			dst = append(dst, 'N')
-		case m.Status != netty.StatusOK:
+		case m.Status != kernel.ResponseOK:
 			// Error texts and events go out in hessian2, the header says
 			// so: every Dubbo peer reads it.
 			dst = hessian2.AppendString(dst, m.ErrMsg)
@@ -392,7 +392,7 @@ func NewResponse() (*netty.Response, *RPCResult) {
 }
 
 func newResponse(f *responseFrame) (*netty.Response, *RPCResult) {
-	f.Status = netty.StatusOK
+	f.Status = kernel.ResponseOK
 	f.Data = &f.body
 	return &f.Response, &f.body
 }
@@ -440,7 +440,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		if isReq {
 			msg = &netty.Request{ID: id, TwoWay: flag&FlagTwoWay != 0, Event: flag&FlagEvent != 0, Broken: err}
 		} else {
-			msg = &netty.Response{ID: id, Status: netty.StatusBadResponse, ErrMsg: err.Error()}
+			msg = &netty.Response{ID: id, Status: kernel.ResponseBadResponse, ErrMsg: err.Error()}
 		}
 		// A frame a little over the limit is skipped as its bytes come and
 		// the connection lives on. One that claims far more (gigabytes) is
@@ -498,8 +498,8 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		s, ok := c.serialization(ser)
 		switch {
 		case !ok:
-			resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: serialization id %d is not one this consumer has", id, ser)
-		case status != netty.StatusOK:
+			resp.Status, resp.ErrMsg = kernel.ResponseBadResponse, fmt.Sprintf("weft: dubbo response %d: serialization id %d is not one this consumer has", id, ser)
+		case status != kernel.ResponseOK:
 			v, err := s.NewDecoder(body).Decode()
 			if str, isStr := v.(string); isStr && err == nil {
 				resp.ErrMsg = str
@@ -508,12 +508,12 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 			}
 		default:
 			if err := decodeResultWith(s, body, &f.body); err != nil {
-				resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
+				resp.Status, resp.ErrMsg = kernel.ResponseBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
 			} else {
 				resp.Data = &f.body
 			}
 		}
-	case status != netty.StatusOK:
+	case status != kernel.ResponseOK:
 		v, err := c.hs.NewDecoder(body).Decode()
 		if s, ok := v.(string); ok && err == nil {
 			resp.ErrMsg = s
@@ -522,7 +522,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		}
 	default:
 		if err := c.decodeResult(body, &f.body); err != nil {
-			resp.Status, resp.ErrMsg = netty.StatusBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
+			resp.Status, resp.ErrMsg = kernel.ResponseBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
 		} else {
 			resp.Data = &f.body
 		}

@@ -21,10 +21,10 @@ func seedFrames(f *testing.F) {
 	for _, m := range []any{
 		req,
 		&netty.Request{ID: 2, TwoWay: true, Event: true},
-		&netty.Response{ID: 3, Status: netty.StatusOK, Data: &RPCResult{Value: "hi", WithAttachments: true}},
-		&netty.Response{ID: 4, Status: netty.StatusOK, Data: &RPCResult{Exception: errors.New("boom")}},
-		&netty.Response{ID: 5, Status: netty.StatusServiceNotFound, ErrMsg: "no such service"},
-		&netty.Response{ID: 6, Status: netty.StatusOK, Data: &RPCResult{}},
+		&netty.Response{ID: 3, Status: kernel.ResponseOK, Data: &RPCResult{Value: "hi", WithAttachments: true}},
+		&netty.Response{ID: 4, Status: kernel.ResponseOK, Data: &RPCResult{Exception: errors.New("boom")}},
+		&netty.Response{ID: 5, Status: kernel.ResponseServiceNotFound, ErrMsg: "no such service"},
+		&netty.Response{ID: 6, Status: kernel.ResponseOK, Data: &RPCResult{}},
 	} {
 		b, err := c.Encode(nil, m)
 		if err != nil {

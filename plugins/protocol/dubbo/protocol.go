@@ -265,7 +265,7 @@ type handler struct {
 func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	r, ok := req.Data.(*RPCRequest)
 	if !ok {
-		return &netty.Response{Status: netty.StatusBadRequest, ErrMsg: fmt.Sprintf("request body is %T, not a Dubbo invocation", req.Data)}
+		return &netty.Response{Status: kernel.ResponseBadRequest, ErrMsg: fmt.Sprintf("request body is %T, not a Dubbo invocation", req.Data)}
 	}
 	iface := r.Path
 	if s, ok := r.Attachments[kernel.KeyInterface].(string); ok && s != "" {
@@ -284,11 +284,11 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	if e == nil && h.s.exporters.Len() == 0 {
 		// The last service was unexported: the server is closing (a
 		// graceful stop), which says more than "not found" and is retried.
-		return &netty.Response{Status: netty.StatusServerError,
+		return &netty.Response{Status: kernel.ResponseServerError,
 			ErrMsg: fmt.Sprintf("server %s is shutting down; retry on another provider", h.s.es.Addr())}
 	}
 	if e == nil {
-		return &netty.Response{Status: netty.StatusServiceNotFound,
+		return &netty.Response{Status: kernel.ResponseServiceNotFound,
 			ErrMsg: fmt.Sprintf("service %q not found on %s (exported here: %s); check interface, group and version",
 				view.Cut(key, 200), h.s.es.Addr(), strings.Join(h.s.keys(), ", "))}
 	}
@@ -364,22 +364,22 @@ func millis(v any) (int64, bool) {
 // Dubbo sends for an exception outside the service. The text is
 // kernel.WireText's "weft: <code>: <message>": Java and dubbo-go consumers
 // read it as the error's message, a weft consumer takes the code back from
-// it (netty.StatusError), so a forbidden stays forbidden across processes.
+// it (kernel.ResponseError), so a forbidden stays forbidden across processes.
 func frameworkResponse(err error) *netty.Response {
 	var ke *kernel.Error
-	status := netty.StatusServiceError
+	status := kernel.ResponseServiceError
 	if errors.As(err, &ke) {
 		switch ke.Code {
 		case kernel.CodeTimeout:
-			status = netty.StatusServerTimeout
+			status = kernel.ResponseServerTimeout
 		case kernel.CodeServiceNotFound:
-			status = netty.StatusServiceNotFound
+			status = kernel.ResponseServiceNotFound
 		case kernel.CodeSerialization:
-			status = netty.StatusBadRequest
+			status = kernel.ResponseBadRequest
 		case kernel.CodeLimitExceeded:
-			status = netty.StatusServerThreadpoolExhausted
+			status = kernel.ResponseServerThreadpoolExhausted
 		case kernel.CodeShuttingDown:
-			status = netty.StatusServerError
+			status = kernel.ResponseServerError
 		}
 	}
 	return &netty.Response{Status: status, ErrMsg: kernel.WireText(err)}
@@ -601,8 +601,8 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	if resp.Status != netty.StatusOK {
-		return kernel.Result{}, netty.StatusError(resp.Status, resp.ErrMsg)
+	if resp.Status != kernel.ResponseOK {
+		return kernel.Result{}, kernel.ResponseError(resp.Status, resp.ErrMsg)
 	}
 	r, _ := resp.Data.(*RPCResult)
 	if r == nil {

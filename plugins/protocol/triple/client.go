@@ -187,7 +187,7 @@ func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 // refuse fails a call that was not sent.
 func (c *clientCodec) refuse(conn *netty.Conn, reqID uint64, err error) {
 	if cc := clientStateOf(conn); cc != nil {
-		cc.f.ec.Received(conn, &netty.Response{ID: reqID, Status: netty.StatusOK, Data: &clientReply{err: err}})
+		cc.f.ec.Received(conn, &netty.Response{ID: reqID, Status: kernel.ResponseOK, Data: &clientReply{err: err}})
 	}
 }
 
@@ -631,7 +631,7 @@ func (cc *clientConn) finish(st *cstream, err error) {
 	cc.cond.Broadcast()
 	cc.mu.Unlock()
 	cc.f.codec.forget(st)
-	cc.f.ec.Received(cc.conn, &netty.Response{ID: st.reqID, Status: netty.StatusOK,
+	cc.f.ec.Received(cc.conn, &netty.Response{ID: st.reqID, Status: kernel.ResponseOK,
 		Data: &clientReply{headers: st.headers, trailers: st.trailer, data: st.data, err: err}})
 	cc.closeIfDrained()
 }

@@ -258,8 +258,8 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 		}
 		return kernel.Result{}, err
 	}
-	if resp.Status != netty.StatusOK {
-		return kernel.Result{}, netty.StatusError(resp.Status, resp.ErrMsg)
+	if resp.Status != kernel.ResponseOK {
+		return kernel.Result{}, kernel.ResponseError(resp.Status, resp.ErrMsg)
 	}
 	r := resp.Data.(*clientReply)
 	if r.err != nil {
@@ -318,8 +318,8 @@ func (iv *invoker) openStream(ctx context.Context, inv *kernel.Invocation, kind 
 				iv.sc.codec.cancel(call.reqID)
 			}
 			cs.end(err)
-		case resp.Status != netty.StatusOK:
-			cs.end(netty.StatusError(resp.Status, resp.ErrMsg))
+		case resp.Status != kernel.ResponseOK:
+			cs.end(kernel.ResponseError(resp.Status, resp.ErrMsg))
 		default:
 			r := resp.Data.(*clientReply)
 			if r.err != nil {

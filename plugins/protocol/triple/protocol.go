@@ -378,7 +378,7 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		var sd StatusDetailer
 		if errors.As(err, &sd) {
 			b := appendTrailersOnlyDetails(nil, st.id, 200, grpcStatusOf(code), text, code, sd.GRPCStatusDetails())
-			return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(b)}
+			return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: rawFrames(b)}
 		}
 		return trailersOnly(st.id, grpcStatusOf(code), code, text)
 	}
@@ -511,7 +511,7 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 	tb = appendHeaderField(tb, "grpc-status", "0")
 	tb = appendMetadata(tb, att)
 	frames = appendHeaders(frames, st.id, tb, maxFrame, true)
-	return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(frames)}
+	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: rawFrames(frames)}
 }
 
 // answer returns the response of st: HEADERS, the message as DATA as the
@@ -532,7 +532,7 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 				return nil
 			}
 			// The deadline passed while the client's windows were shut.
-			return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK,
+			return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK,
 				Data: rawFrames(appendRST(frames, st.id, errCancel))}
 		}
 		frames = appendData(frames, st.id, msg[:n], maxFrame, false)
@@ -548,7 +548,7 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 	// Reply attachments travel in the trailers, as Dubbo 3 sends them.
 	tb = appendMetadata(tb, att)
 	frames = appendHeaders(frames, st.id, tb, sc.maxFrameNow(), true)
-	return &netty.Response{ID: uint64(st.id), Status: netty.StatusOK, Data: rawFrames(frames)}
+	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: rawFrames(frames)}
 }
 
 // StatusDetailer is a business error that carries gRPC's rich error
@@ -561,7 +561,7 @@ type StatusDetailer interface {
 // trailersOnly is the response of a call that failed: one HEADERS frame
 // with :status 200 and the gRPC status.
 func trailersOnly(id uint32, grpcStatus int, code kernel.Code, msg string) *netty.Response {
-	return &netty.Response{ID: uint64(id), Status: netty.StatusOK,
+	return &netty.Response{ID: uint64(id), Status: kernel.ResponseOK,
 		Data: rawFrames(appendTrailersOnly(nil, id, 200, grpcStatus, msg, code))}
 }
 
@@ -607,13 +607,13 @@ func appendResponse(dst []byte, r *netty.Response) ([]byte, error) {
 // exchangeStatus maps the statuses the exchange server answers with itself.
 func exchangeStatus(status byte) (int, kernel.Code) {
 	switch status {
-	case netty.StatusServerThreadpoolExhausted:
+	case kernel.ResponseServerThreadpoolExhausted:
 		return statusResourceExhausted, kernel.CodeLimitExceeded
-	case netty.StatusServerError:
+	case kernel.ResponseServerError:
 		return statusUnavailable, kernel.CodeShuttingDown
-	case netty.StatusBadRequest, netty.StatusBadResponse:
+	case kernel.ResponseBadRequest, kernel.ResponseBadResponse:
 		return statusInternal, kernel.CodeSerialization
-	case netty.StatusServerTimeout:
+	case kernel.ResponseServerTimeout:
 		return statusDeadlineExceeded, kernel.CodeTimeout
 	}
 	return statusUnknown, kernel.CodeUnknown

@@ -237,7 +237,7 @@ func (ss *serverStream) sendPrefixed(out []byte) error {
 func (ss *serverStream) trailers(grpcStatus int, code kernel.Code, msg string, att map[string]any) *netty.Response {
 	if !ss.sentHeaders {
 		b := appendTrailersOnly(nil, ss.st.id, 200, grpcStatus, msg, code)
-		return &netty.Response{ID: uint64(ss.st.id), Status: netty.StatusOK, Data: rawFrames(b)}
+		return &netty.Response{ID: uint64(ss.st.id), Status: kernel.ResponseOK, Data: rawFrames(b)}
 	}
 	tb := appendHeaderField(nil, "grpc-status", fmt.Sprint(grpcStatus))
 	if msg != "" {
@@ -247,7 +247,7 @@ func (ss *serverStream) trailers(grpcStatus int, code kernel.Code, msg string, a
 		tb = appendHeaderField(tb, headerExceptionCode, fmt.Sprint(int(code)))
 	}
 	tb = appendMetadata(tb, att)
-	return &netty.Response{ID: uint64(ss.st.id), Status: netty.StatusOK,
+	return &netty.Response{ID: uint64(ss.st.id), Status: kernel.ResponseOK,
 		Data: rawFrames(appendHeaders(nil, ss.st.id, tb, ss.st.sc.maxFrameNow(), true))}
 }
 
