@@ -501,6 +501,28 @@ type RequestHandler interface {
 // KeyThreadPool is Dubbo's `threadpool`: the name of a server's pool.
 const KeyThreadPool = "threadpool"
 
+// PoolFor is the pool of a server exported on u: its `threadpool` (the
+// default, fixed, when unset) found with pools and read from u. Without
+// pools (a protocol used on its own), the fixed pool of `threads`; a
+// `threadpool` named then is an error.
+func PoolFor(pools func(name string) (extension.ThreadPool, error), u *kernel.URL) (extension.PoolSpec, error) {
+	name := u.Param(KeyThreadPool)
+	if pools == nil {
+		if name != "" {
+			return extension.PoolSpec{}, fmt.Errorf("threadpool %q: this protocol was built with its fixed pool only", name)
+		}
+		return extension.PoolSpec{}, nil
+	}
+	if name == "" {
+		name = extension.DefaultThreadPool
+	}
+	tp, err := pools(name)
+	if err != nil {
+		return extension.PoolSpec{}, err
+	}
+	return tp.Pool(u)
+}
+
 // ServerOptions tune an ExchangeServer.
 type ServerOptions struct {
 	Heartbeat time.Duration // idle close at 3x; 0: DefaultHeartbeat; < 0: never

@@ -578,6 +578,13 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
 	d := c.budget(hessian2.NewDecoder(body))
 	defer d.Release()
+	return readResult(d, d.DecodeStringMap, r)
+}
+
+// readResult reads a result's flag, value or exception and attachments
+// from d, the attachments with readAtt: what both the hessian2 path and a
+// plugin serialization's share.
+func readResult(d extension.Decoder, readAtt func() (map[string]any, error), r *RPCResult) error {
 	fv, err := d.Decode()
 	if err != nil {
 		return fmt.Errorf("decode response flag: %w", err)
@@ -589,6 +596,8 @@ func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
 	case int64:
 		flag = int32(f)
 	case int:
+		flag = int32(f)
+	case float64: // a serialization of JSON's numbers
 		flag = int32(f)
 	default:
 		return fmt.Errorf("response flag is %T, want an int", fv)
@@ -610,7 +619,7 @@ func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
 	}
 	if flag >= ResponseWithExceptionWithAttachments {
 		r.WithAttachments = true
-		att, err := d.DecodeStringMap()
+		att, err := readAtt()
 		if err != nil {
 			return fmt.Errorf("decode attachments: %w", err)
 		}

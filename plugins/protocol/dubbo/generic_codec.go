@@ -111,50 +111,14 @@ func encodeResultWith(ser extension.Serialization, dst []byte, r *RPCResult) ([]
 
 func decodeResultWith(ser extension.Serialization, body []byte, r *RPCResult) error {
 	d := ser.NewDecoder(body)
-	fv, err := d.Decode()
-	if err != nil {
-		return fmt.Errorf("decode response flag: %w", err)
-	}
-	var flag int32
-	switch f := fv.(type) {
-	case int32:
-		flag = f
-	case int64:
-		flag = int32(f)
-	case int:
-		flag = int32(f)
-	case float64:
-		flag = int32(f)
-	default:
-		return fmt.Errorf("response flag is %T, want an int", fv)
-	}
 	r.Serialization = ser
-	switch flag {
-	case ResponseWithException, ResponseWithExceptionWithAttachments:
+	return readResult(d, func() (map[string]any, error) {
 		v, err := d.Decode()
 		if err != nil {
-			return fmt.Errorf("decode exception: %w", err)
+			return nil, err
 		}
-		r.Exception = hessian2.ExceptionError(v)
-	case ResponseValue, ResponseValueWithAttachments:
-		if r.Value, err = d.Decode(); err != nil {
-			return fmt.Errorf("decode value: %w", err)
-		}
-	case ResponseNullValue, ResponseNullValueWithAttachments:
-	default:
-		return fmt.Errorf("unknown response flag %d", flag)
-	}
-	if flag >= ResponseWithExceptionWithAttachments {
-		r.WithAttachments = true
-		v, err := d.Decode()
-		if err != nil {
-			return fmt.Errorf("decode attachments: %w", err)
-		}
-		if r.Attachments, err = stringMap(v); err != nil {
-			return err
-		}
-	}
-	return nil
+		return stringMap(v)
+	}, r)
 }
 
 // stringMap is a decoded attachments map as map[string]any.

@@ -92,21 +92,7 @@ func (p *Protocol) WithThreadPools(pools func(name string) (extension.ThreadPool
 
 // poolFor is the thread pool of the server u is exported on.
 func (p *Protocol) poolFor(u *kernel.URL) (extension.PoolSpec, error) {
-	name := u.Param(netty.KeyThreadPool)
-	if p.pools == nil {
-		if name != "" {
-			return extension.PoolSpec{}, fmt.Errorf("threadpool %q: this protocol was built with its fixed pool only", name)
-		}
-		return extension.PoolSpec{}, nil
-	}
-	if name == "" {
-		name = extension.DefaultThreadPool
-	}
-	tp, err := p.pools(name)
-	if err != nil {
-		return extension.PoolSpec{}, err
-	}
-	return tp.Pool(u)
+	return netty.PoolFor(p.pools, u)
 }
 
 // WithSerializations returns p resolving the serializations of wrapped
