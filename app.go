@@ -87,24 +87,34 @@ func WithMock(name string, impl any) Option {
 	return func(o *options) { o.mocks[name] = impl }
 }
 
-// WithPlugins adds plugins (see Plugin) or any other fx options.
-func WithPlugins(opts ...fx.Option) Option {
+// WithPlugins adds plugins (NewPlugin): their extensions join the App's
+// points by name, checked when New builds the App.
+func WithPlugins(ps ...Plugin) Option {
+	return func(o *options) {
+		for _, p := range ps {
+			if err := p.check(); err != nil {
+				o.errs = append(o.errs, err)
+				continue
+			}
+			o.plugins = append(o.plugins, p.opts...)
+		}
+	}
+}
+
+// withFx adds fx options of the root's own to the App.
+func withFx(opts ...fx.Option) Option {
 	return func(o *options) { o.plugins = append(o.plugins, opts...) }
 }
 
 // WithFilter adds a filter extension; act says when it activates by itself
 // (nil: only when a filter list names it).
 func WithFilter(name string, act *kernel.Activate, f kernel.Factory[extension.Filter]) Option {
-	return WithPlugins(Plugin[extension.Filter](func() Extension[extension.Filter] {
-		return Extension[extension.Filter]{Name: name, New: f, Activate: act}
-	}))
+	return WithPlugins(NewPlugin("filter "+name, Provide(name, func(Host) (extension.Filter, error) { return f() }, act)))
 }
 
 // WithLoadBalance adds a load balancer extension.
 func WithLoadBalance(name string, f kernel.Factory[extension.LoadBalance]) Option {
-	return WithPlugins(Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
-		return Extension[extension.LoadBalance]{Name: name, New: f}
-	}))
+	return WithPlugins(NewPlugin("loadbalance "+name, Provide(name, func(Host) (extension.LoadBalance, error) { return f() }, nil)))
 }
 
 // App is a composed weft application.

@@ -563,3 +563,24 @@ consumer:
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A plugin is a value checked at New: an extension of a type that is no
+// extension point, or without a name, fails New naming the plugin.
+func TestPluginsAreCheckedAtNew(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    weft.Plugin
+		want string
+	}{
+		{"no point", weft.NewPlugin("odd", weft.Provide("x", func(weft.Host) (fmt.Stringer, error) { return nil, nil }, nil)),
+			"weft: plugin odd: extension \"x\": fmt.Stringer is not an extension point of weft"},
+		{"no name", weft.NewPlugin("anon", weft.Provide("", func(weft.Host) (extension.Filter, error) { return nil, nil }, nil)),
+			"weft: plugin anon: an extension of extension.Filter without a name"},
+	} {
+		_, err := weft.New(weft.WithConfig(weft.ConfigYAML(greeterYAML)), weft.WithoutEnv(), weft.WithLogger(quiet),
+			weft.WithService("greeter", greeter{}), weft.WithPlugins(c.p))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -145,13 +145,13 @@ const NoneExporter = "none"
 // tracing.enable: false, and tracing.sampling and tracing.exporter are not
 // used. The App never shuts tp down: its owner does, after the App stops.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return WithPlugins(fx.Supply(&tracerProviderOption{tp}))
+	return withFx(fx.Supply(&tracerProviderOption{tp}))
 }
 
 // WithTextMapPropagator replaces the W3C propagator (trace context and
 // baggage) with p, e.g. B3 for a Zipkin mesh.
 func WithTextMapPropagator(p propagation.TextMapPropagator) Option {
-	return WithPlugins(fx.Supply(&propagatorOption{p}))
+	return withFx(fx.Supply(&propagatorOption{p}))
 }
 
 type tracerProviderOption struct{ tp trace.TracerProvider }
@@ -259,25 +259,25 @@ func serviceAttrs(a ApplicationConfig) []attribute.KeyValue {
 func tracingPlugins() fx.Option {
 	return fx.Options(
 		fx.Provide(newTracing),
-		Plugin[extension.Filter](func(t *appTracing, log *slog.Logger) Extension[extension.Filter] {
+		plugin[extension.Filter](func(t *appTracing, log *slog.Logger) Extension[extension.Filter] {
 			if !t.on {
 				return offFilter(tracing.ServerName, log)
 			}
 			return Extension[extension.Filter]{Name: tracing.ServerName, New: value(tracing.NewServer(t.tp, t.prop)), Activate: tracing.ServerActivation()}
 		}),
-		Plugin[extension.Filter](func(t *appTracing, log *slog.Logger) Extension[extension.Filter] {
+		plugin[extension.Filter](func(t *appTracing, log *slog.Logger) Extension[extension.Filter] {
 			if !t.on {
 				return offFilter(tracing.ClientName, log)
 			}
 			return Extension[extension.Filter]{Name: tracing.ClientName, New: value(tracing.NewClient(t.tp, t.prop)), Activate: tracing.ClientActivation()}
 		}),
-		Plugin[extension.Filter](func(t *appTracing, log *slog.Logger) Extension[extension.Filter] {
+		plugin[extension.Filter](func(t *appTracing, log *slog.Logger) Extension[extension.Filter] {
 			if !t.on {
 				return offFilter(tracing.PeerName, log)
 			}
 			return Extension[extension.Filter]{Name: tracing.PeerName, New: value(tracing.NewPeer()), Activate: tracing.ClientActivation()}
 		}),
-		Plugin[extension.SpanExporterFactory](func() Extension[extension.SpanExporterFactory] {
+		plugin[extension.SpanExporterFactory](func() Extension[extension.SpanExporterFactory] {
 			return Extension[extension.SpanExporterFactory]{Name: NoneExporter, New: value[extension.SpanExporterFactory](
 				extension.SpanExporterFactoryFunc(func(context.Context, extension.SpanExporterConfig) (sdktrace.SpanExporter, error) {
 					return noneExporter{}, nil

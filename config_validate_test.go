@@ -256,10 +256,7 @@ func (m *memCenter) PublishConfig(_ context.Context, key, group, content string)
 func (m *memCenter) Close() error { return nil }
 
 func memCenterPlugin(cc *memCenter) weft.Option {
-	return weft.WithPlugins(weft.Plugin[extension.DynamicConfigurationFactory](func() weft.Extension[extension.DynamicConfigurationFactory] {
-		return weft.Extension[extension.DynamicConfigurationFactory]{Name: "mem",
-			New: func() (extension.DynamicConfigurationFactory, error) { return cc, nil }}
-	}))
+	return weft.WithPlugins(weft.NewPlugin("mem", weft.Provide("mem", func(weft.Host) (extension.DynamicConfigurationFactory, error) { return cc, nil }, nil)))
 }
 
 // With check: false and a config center that cannot be read, the files

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	"github.com/weftrpc/weft/plugins/threadpool"
-	"log/slog"
-	"time"
 
 	"go.uber.org/fx"
 
@@ -62,39 +64,118 @@ const (
 )
 
 func groupOf[T any]() string {
+	g, ok := groupFor[T]()
+	if !ok {
+		panic("weft: no extension group for this type")
+	}
+	return g
+}
+
+// groupFor is the value group of point T, false for a type that is none.
+func groupFor[T any]() (string, bool) {
 	var zero *T
 	switch any(zero).(type) {
 	case *extension.Protocol:
-		return groupProtocol
+		return groupProtocol, true
 	case *extension.Filter:
-		return groupFilter
+		return groupFilter, true
 	case *extension.Cluster:
-		return groupCluster
+		return groupCluster, true
 	case *extension.LoadBalance:
-		return groupLoadBalance
+		return groupLoadBalance, true
 	case *extension.RouterFactory:
-		return groupRouter
+		return groupRouter, true
 	case *extension.RegistryFactory:
-		return groupRegistry
+		return groupRegistry, true
 	case *extension.ServiceDiscoveryFactory:
-		return groupDiscovery
+		return groupDiscovery, true
 	case *extension.DynamicConfigurationFactory:
-		return groupConfig
+		return groupConfig, true
 	case *extension.SpanExporterFactory:
-		return groupSpanExport
+		return groupSpanExport, true
 	case *extension.Serialization:
-		return groupSerialization
+		return groupSerialization, true
 	case *extension.ThreadPool:
-		return groupThreadPool
+		return groupThreadPool, true
 	}
-	panic("weft: no extension group for this type")
+	return "", false
 }
 
-// Plugin turns ctor, a function (taking any of the App's components: a
+// plugin turns ctor, a function (taking any of the App's components: a
 // *slog.Logger, the *kernel.StatusStore, another point's Loader) that
-// returns an Extension[T], into an fx option of an App.
-func Plugin[T any](ctor any) fx.Option {
+// returns an Extension[T], into an fx option of an App: the built-ins'
+// wiring. Programs and modules add theirs as Plugins (NewPlugin).
+func plugin[T any](ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.ResultTags(groupOf[T]())))
+}
+
+// A Plugin is extensions a program adds to its Apps (WithPlugins): a
+// registry, a serialization, a span exporter, a filter. It is a plain
+// value: nothing of it runs until New builds an App, which checks its
+// points and names and reports a bad one naming the plugin.
+type Plugin struct {
+	name string
+	opts []fx.Option
+	errs []error
+}
+
+// PluginExtension is one extension of a Plugin, made by Provide.
+type PluginExtension struct {
+	opt fx.Option
+	err error
+}
+
+// Host is what an extension's constructor gets from the App it joins.
+type Host struct {
+	// Log is the App's logger.
+	Log *slog.Logger
+	// Status is the App's count of calls in flight per service and
+	// method (the actives and executes limits read it).
+	Status *kernel.StatusStore
+}
+
+// NewPlugin returns the plugin name made of exts.
+func NewPlugin(name string, exts ...PluginExtension) Plugin {
+	p := Plugin{name: name}
+	for _, e := range exts {
+		if e.err != nil {
+			p.errs = append(p.errs, e.err)
+			continue
+		}
+		p.opts = append(p.opts, e.opt)
+	}
+	return p
+}
+
+func (p Plugin) check() error {
+	if p.name == "" && len(p.opts)+len(p.errs) > 0 {
+		p.name = "(unnamed)"
+	}
+	if len(p.errs) > 0 {
+		return fmt.Errorf("weft: plugin %s: %w", p.name, errors.Join(p.errs...))
+	}
+	return nil
+}
+
+// Provide is the extension name of point T (extension.RegistryFactory,
+// extension.Serialization, extension.Filter, ...), which ctor makes, once,
+// with the Host of the App that first uses it; act (filters) says when it
+// activates by itself, nil when only a list names it. A T that is no
+// extension point, or an empty name, makes the plugin fail New.
+func Provide[T any](name string, ctor func(h Host) (T, error), act *kernel.Activate) PluginExtension {
+	group, ok := groupFor[T]()
+	switch {
+	case !ok:
+		return PluginExtension{err: fmt.Errorf("extension %q: %s is not an extension point of weft", name, reflect.TypeFor[T]())}
+	case name == "":
+		return PluginExtension{err: fmt.Errorf("an extension of %s without a name", reflect.TypeFor[T]())}
+	case ctor == nil:
+		return PluginExtension{err: fmt.Errorf("extension %q: no constructor", name)}
+	}
+	return PluginExtension{opt: fx.Provide(fx.Annotate(func(log *slog.Logger, st *kernel.StatusStore) Extension[T] {
+		h := Host{Log: log, Status: st}
+		return Extension[T]{Name: name, New: func() (T, error) { return ctor(h) }, Activate: act}
+	}, fx.ResultTags(group)))}
 }
 
 func value[T any](v T) kernel.Factory[T] { return func() (T, error) { return v, nil } }
@@ -102,13 +183,13 @@ func value[T any](v T) kernel.Factory[T] { return func() (T, error) { return v, 
 // builtins are the plugins every App has; options may add more.
 func builtins() fx.Option {
 	return fx.Options(
-		Plugin[extension.Protocol](func() Extension[extension.Protocol] {
+		plugin[extension.Protocol](func() Extension[extension.Protocol] {
 			return Extension[extension.Protocol]{Name: injvm.Name, New: func() (extension.Protocol, error) { return injvm.New(), nil }}
 		}),
 
 		// The TLS material loads while the App is built, so that a bad
 		// file fails weft.New, not the first call.
-		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
+		plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
 			sers := &serializations{l: sl}
 			if cfg.TLS.transport().IsZero() {
 				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) {
@@ -130,10 +211,10 @@ func builtins() fx.Option {
 		threadPoolPlugin(threadpool.Eager),
 		// Dubbo's default serialization; plugins add others by name
 		// (`serialization` on a protocol, service or reference).
-		Plugin[extension.Serialization](func() Extension[extension.Serialization] {
+		plugin[extension.Serialization](func() Extension[extension.Serialization] {
 			return Extension[extension.Serialization]{Name: hessian2.Name, New: value[extension.Serialization](hessian2.New())}
 		}),
-		Plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
+		plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
 			sers := &serializations{l: sl}
 			if cfg.TLS.transport().IsZero() {
 				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) {
@@ -149,50 +230,50 @@ func builtins() fx.Option {
 			}}, nil
 		}),
 
-		Plugin[extension.Filter](func() Extension[extension.Filter] {
+		plugin[extension.Filter](func() Extension[extension.Filter] {
 			// Generic calls are resolved around the whole chain (runtime's
 			// export, generic.Wrap); the name stays for lists that name it.
 			return Extension[extension.Filter]{Name: generic.Name, New: value(generic.New())}
 		}),
-		Plugin[extension.Filter](func() Extension[extension.Filter] {
+		plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: echo.Name, New: value(echo.New()), Activate: echo.Activation()}
 		}),
-		Plugin[extension.Filter](func() Extension[extension.Filter] {
+		plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: token.Name, New: value(token.New()), Activate: token.Activation()}
 		}),
-		Plugin[extension.Filter](func() Extension[extension.Filter] {
+		plugin[extension.Filter](func() Extension[extension.Filter] {
 			// New per App: its windows are the App's.
 			return Extension[extension.Filter]{Name: tps.Name, New: func() (extension.Filter, error) { return tps.New(), nil }, Activate: tps.Activation()}
 		}),
-		Plugin[extension.Filter](func() Extension[extension.Filter] {
+		plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: ctxfilter.Name, New: value(ctxfilter.New()), Activate: ctxfilter.Activation()}
 		}),
-		Plugin[extension.Filter](func() Extension[extension.Filter] {
+		plugin[extension.Filter](func() Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: ctxfilter.ConsumerName, New: value(ctxfilter.NewConsumer()), Activate: ctxfilter.ConsumerActivation()}
 		}),
-		Plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
+		plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: timeout.Name, New: value(timeout.New(log)), Activate: timeout.Activation()}
 		}),
-		Plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
+		plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: accesslog.Name, Activate: accesslog.Activation(),
 				New: func() (extension.Filter, error) { return accesslog.New(log), nil }}
 		}),
-		Plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
+		plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
 			// New per App: its log limiter is the App's.
 			return Extension[extension.Filter]{Name: exception.Name, Activate: exception.Activation(),
 				New: func() (extension.Filter, error) { return exception.New(log), nil }}
 		}),
-		Plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
+		plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: executelimit.Name, New: value(executelimit.New(st)), Activate: executelimit.Activation()}
 		}),
-		Plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
+		plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
 			return Extension[extension.Filter]{Name: activelimit.Name, New: value(activelimit.New(st)), Activate: activelimit.Activation()}
 		}),
 
-		Plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
+		plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
 			return Extension[extension.RouterFactory]{Name: cluster.ConditionRouterName, New: value[extension.RouterFactory](cluster.ConditionRouterFactory{})}
 		}),
-		Plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
+		plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
 			return Extension[extension.RouterFactory]{Name: cluster.TagRouterName, New: value[extension.RouterFactory](cluster.TagRouterFactory{})}
 		}),
 
@@ -201,10 +282,10 @@ func builtins() fx.Option {
 
 		tracingPlugins(),
 
-		Plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
+		plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
 			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
 		}),
-		Plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) Extension[extension.ServiceDiscoveryFactory] {
+		plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) Extension[extension.ServiceDiscoveryFactory] {
 			return Extension[extension.ServiceDiscoveryFactory]{Name: embedded.Name, New: value[extension.ServiceDiscoveryFactory](embedded.DiscoveryFactory{Log: log})}
 		}),
 
@@ -221,36 +302,36 @@ func builtins() fx.Option {
 		clusterPlugin(cluster.Forking, cluster.NewForking),
 		clusterPlugin(cluster.Broadcast, cluster.NewBroadcast),
 		clusterPlugin(cluster.Available, cluster.NewAvailable),
-		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
+		plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.Random, New: value(cluster.NewRandom())}
 		}),
-		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
+		plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.RoundRobin, New: func() (extension.LoadBalance, error) { return cluster.NewRoundRobin(), nil }}
 		}),
-		Plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
+		plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.ConsistentHash, New: func() (extension.LoadBalance, error) { return cluster.NewConsistentHash(), nil }}
 		}),
-		Plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
+		plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.LeastActive, New: func() (extension.LoadBalance, error) { return cluster.NewLeastActive(st), nil }}
 		}),
-		Plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
+		plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.ShortestResponse, New: func() (extension.LoadBalance, error) { return cluster.NewShortestResponse(st), nil }}
 		}),
-		Plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
+		plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
 			return Extension[extension.LoadBalance]{Name: cluster.P2C, New: func() (extension.LoadBalance, error) { return cluster.NewP2C(st), nil }}
 		}),
 	)
 }
 
 func threadPoolPlugin(name string) fx.Option {
-	return Plugin[extension.ThreadPool](func() Extension[extension.ThreadPool] {
+	return plugin[extension.ThreadPool](func() Extension[extension.ThreadPool] {
 		tp, _ := threadpool.New(name)
 		return Extension[extension.ThreadPool]{Name: name, New: value(tp)}
 	})
 }
 
 func clusterPlugin(name string, ctor func(*kernel.Loader[extension.LoadBalance], *slog.Logger) extension.Cluster) fx.Option {
-	return Plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) Extension[extension.Cluster] {
+	return plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) Extension[extension.Cluster] {
 		return Extension[extension.Cluster]{Name: name, New: func() (extension.Cluster, error) { return ctor(lbs, log), nil }}
 	})
 }

@@ -52,9 +52,7 @@ func (d *lineDecoder) Decode() (any, error) {
 }
 
 func lineJSONPlugin(s lineJSON) weft.Option {
-	return weft.WithPlugins(weft.Plugin[extension.Serialization](func() weft.Extension[extension.Serialization] {
-		return weft.Extension[extension.Serialization]{Name: "line-json", New: func() (extension.Serialization, error) { return s, nil }}
-	}))
+	return weft.WithPlugins(weft.NewPlugin("line-json", weft.Provide("line-json", func(weft.Host) (extension.Serialization, error) { return s, nil }, nil)))
 }
 
 // TestSerializationIsChosenByName: a serialization added as a plugin is

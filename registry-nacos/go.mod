@@ -7,7 +7,6 @@ replace github.com/weftrpc/weft => ../
 require (
 	github.com/nacos-group/nacos-sdk-go/v2 v2.3.2
 	github.com/weftrpc/weft v0.0.0-00010101000000-000000000000
-	go.uber.org/fx v1.24.0
 )
 
 require (
@@ -74,6 +73,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.9.0 // indirect
 	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/fx v1.24.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect

@@ -7,7 +7,6 @@ replace github.com/weftrpc/weft => ../
 require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/weftrpc/weft v0.0.0-00010101000000-000000000000
-	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -43,6 +42,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.9.0 // indirect
 	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/fx v1.24.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect

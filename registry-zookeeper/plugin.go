@@ -1,15 +1,11 @@
 package zookeeper
 
-// The fx glue of the integration, kept to this file: the rest of the
+// The integration as a weft.Plugin, kept to this file: the rest of the
 // package is a plain extension.RegistryFactory,
 // extension.ServiceDiscoveryFactory and extension.DynamicConfigurationFactory
 // that know nothing of the App.
 
 import (
-	"log/slog"
-
-	"go.uber.org/fx"
-
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
 )
@@ -22,22 +18,12 @@ import (
 //
 // weft does not build it in, so that a program that does not use ZooKeeper
 // does not link go-zookeeper.
-func Plugin() fx.Option {
-	return fx.Options(
-		weft.Plugin[extension.RegistryFactory](func(log *slog.Logger) weft.Extension[extension.RegistryFactory] {
-			return weft.Extension[extension.RegistryFactory]{Name: Name, New: func() (extension.RegistryFactory, error) {
-				return Factory{Log: log}, nil
-			}}
-		}),
-		weft.Plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) weft.Extension[extension.ServiceDiscoveryFactory] {
-			return weft.Extension[extension.ServiceDiscoveryFactory]{Name: Name, New: func() (extension.ServiceDiscoveryFactory, error) {
-				return DiscoveryFactory{Log: log}, nil
-			}}
-		}),
-		weft.Plugin[extension.DynamicConfigurationFactory](func(log *slog.Logger) weft.Extension[extension.DynamicConfigurationFactory] {
-			return weft.Extension[extension.DynamicConfigurationFactory]{Name: Name, New: func() (extension.DynamicConfigurationFactory, error) {
-				return ConfigFactory{Log: log}, nil
-			}}
-		}),
+func Plugin() weft.Plugin {
+	return weft.NewPlugin(Name,
+		weft.Provide(Name, func(h weft.Host) (extension.RegistryFactory, error) { return Factory{Log: h.Log}, nil }, nil),
+		weft.Provide(Name, func(h weft.Host) (extension.ServiceDiscoveryFactory, error) { return DiscoveryFactory{Log: h.Log}, nil }, nil),
+		weft.Provide(Name, func(h weft.Host) (extension.DynamicConfigurationFactory, error) {
+			return ConfigFactory{Log: h.Log}, nil
+		}, nil),
 	)
 }

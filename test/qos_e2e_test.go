@@ -147,9 +147,7 @@ func TestQoSReadyFollowsTheAppsLife(t *testing.T) {
 	reg.qosAddr = func() string { return app.QoSAddr() }
 	var err error
 	app, err = weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", &node{name: "a"}),
-		weft.WithPlugins(weft.Plugin[extension.RegistryFactory](func() weft.Extension[extension.RegistryFactory] {
-			return weft.Extension[extension.RegistryFactory]{Name: "rec", New: func() (extension.RegistryFactory, error) { return reg, nil }}
-		})),
+		weft.WithPlugins(weft.NewPlugin("rec", weft.Provide("rec", func(weft.Host) (extension.RegistryFactory, error) { return reg, nil }, nil))),
 		weft.WithConfig(weft.ConfigYAML(`
 qos: {port: 0}
 registries: {rec: {address: "rec://x"}}

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.uber.org/fx"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
@@ -34,18 +33,14 @@ const (
 )
 
 // Plugin registers both exporters with an App.
-func Plugin() fx.Option {
-	return fx.Options(
-		weft.Plugin[extension.SpanExporterFactory](func() weft.Extension[extension.SpanExporterFactory] {
-			return weft.Extension[extension.SpanExporterFactory]{Name: GRPCName, New: func() (extension.SpanExporterFactory, error) {
-				return extension.SpanExporterFactoryFunc(NewGRPC), nil
-			}}
-		}),
-		weft.Plugin[extension.SpanExporterFactory](func() weft.Extension[extension.SpanExporterFactory] {
-			return weft.Extension[extension.SpanExporterFactory]{Name: HTTPName, New: func() (extension.SpanExporterFactory, error) {
-				return extension.SpanExporterFactoryFunc(NewHTTP), nil
-			}}
-		}),
+func Plugin() weft.Plugin {
+	return weft.NewPlugin("otlp",
+		weft.Provide(GRPCName, func(weft.Host) (extension.SpanExporterFactory, error) {
+			return extension.SpanExporterFactoryFunc(NewGRPC), nil
+		}, nil),
+		weft.Provide(HTTPName, func(weft.Host) (extension.SpanExporterFactory, error) {
+			return extension.SpanExporterFactoryFunc(NewHTTP), nil
+		}, nil),
 	)
 }
 

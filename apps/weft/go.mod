@@ -12,7 +12,6 @@ require (
 	github.com/weftrpc/weft v0.0.0-00010101000000-000000000000
 	github.com/weftrpc/weft/registry-nacos v0.0.0-00010101000000-000000000000
 	github.com/weftrpc/weft/registry-zookeeper v0.0.0-00010101000000-000000000000
-	go.uber.org/fx v1.24.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -82,6 +81,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.9.0 // indirect
 	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/fx v1.24.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect

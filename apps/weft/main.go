@@ -24,8 +24,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.uber.org/fx"
-
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/apps/examples/echo/echoservice"
 	"github.com/weftrpc/weft/apps/examples/quickstart/greeter"
@@ -113,8 +111,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 
 // builtinPlugins are the opt-in integrations weft run carries, so that a
 // config can name them as a program of its own would after adding them.
-func builtinPlugins() []fx.Option {
-	return []fx.Option{nacos.Plugin(), zookeeper.Plugin()}
+func builtinPlugins() []weft.Plugin {
+	return []weft.Plugin{nacos.Plugin(), zookeeper.Plugin()}
 }
 
 // builtinServices registers the implementations this binary carries, by the
