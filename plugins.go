@@ -187,22 +187,20 @@ func builtins() fx.Option {
 			return Extension[extension.Protocol]{Name: injvm.Name, New: func() (extension.Protocol, error) { return injvm.New(), nil }}
 		}),
 
-		// The TLS material loads while the App is built, so that a bad
-		// file fails weft.New, not the first call.
-		plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
-			sers := &serializations{l: sl}
-			if cfg.TLS.transport().IsZero() {
-				return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) {
-					return dubbo.New(log).WithSerializations(sers).WithThreadPools(tl.Get), nil
-				}}, nil
+		// dubbo and tri over transport-netty, with TLS when config has it.
+		netProtocolPlugin(dubbo.Name, func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol {
+			p := dubbo.New(log)
+			if t != nil {
+				p = dubbo.NewTLS(log, t)
 			}
-			t, err := netty.NewTLS(cfg.TLS.transport(), log)
-			if err != nil {
-				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
+			return p.WithSerializations(sers).WithThreadPools(pools)
+		}),
+		netProtocolPlugin(triple.Name, func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol {
+			p := triple.New(log)
+			if t != nil {
+				p = triple.NewTLS(log, t)
 			}
-			return Extension[extension.Protocol]{Name: dubbo.Name, New: func() (extension.Protocol, error) {
-				return dubbo.NewTLS(log, t).WithSerializations(sers).WithThreadPools(tl.Get), nil
-			}}, nil
+			return p.WithSerializations(sers).WithThreadPools(pools)
 		}),
 		// Dubbo's four thread pools (`threadpool` of a protocol).
 		threadPoolPlugin(threadpool.Fixed),
@@ -213,21 +211,6 @@ func builtins() fx.Option {
 		// (`serialization` on a protocol, service or reference).
 		plugin[extension.Serialization](func() Extension[extension.Serialization] {
 			return Extension[extension.Serialization]{Name: hessian2.Name, New: value[extension.Serialization](hessian2.New())}
-		}),
-		plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
-			sers := &serializations{l: sl}
-			if cfg.TLS.transport().IsZero() {
-				return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) {
-					return triple.New(log).WithSerializations(sers).WithThreadPools(tl.Get), nil
-				}}, nil
-			}
-			t, err := netty.NewTLS(cfg.TLS.transport(), log)
-			if err != nil {
-				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
-			}
-			return Extension[extension.Protocol]{Name: triple.Name, New: func() (extension.Protocol, error) {
-				return triple.NewTLS(log, t).WithSerializations(sers).WithThreadPools(tl.Get), nil
-			}}, nil
 		}),
 
 		plugin[extension.Filter](func() Extension[extension.Filter] {
@@ -321,6 +304,24 @@ func builtins() fx.Option {
 			return Extension[extension.LoadBalance]{Name: cluster.P2C, New: func() (extension.LoadBalance, error) { return cluster.NewP2C(st), nil }}
 		}),
 	)
+}
+
+// netProtocolPlugin is a protocol on transport-netty: its TLS material
+// loads while the App is built, so that a bad file fails weft.New, not the
+// first call; it finds serializations and thread pools by name in the
+// App's Loaders.
+func netProtocolPlugin(name string, ctor func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol) fx.Option {
+	return plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
+		var t *netty.TLS
+		if !cfg.TLS.transport().IsZero() {
+			var err error
+			if t, err = netty.NewTLS(cfg.TLS.transport(), log); err != nil {
+				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
+			}
+		}
+		sers := &serializations{l: sl}
+		return Extension[extension.Protocol]{Name: name, New: func() (extension.Protocol, error) { return ctor(log, t, sers, tl.Get), nil }}, nil
+	})
 }
 
 func threadPoolPlugin(name string) fx.Option {

@@ -165,7 +165,10 @@ func (u *URL) setParams(p map[string]string) {
 	u.svcKey = ServiceKey(u.Interface(), u.params[KeyGroup], u.params[KeyVersion])
 }
 
-func (u *URL) format() string {
+// Head is the URL before its parameters: protocol://[user[:password]@]
+// host:port[/path], as both its String and Dubbo's other forms of it
+// (ZooKeeper's node names) begin.
+func (u *URL) Head() string {
 	var b strings.Builder
 	b.WriteString(u.Protocol)
 	b.WriteString("://")
@@ -182,6 +185,12 @@ func (u *URL) format() string {
 		b.WriteByte('/')
 		b.WriteString(u.Path)
 	}
+	return b.String()
+}
+
+func (u *URL) format() string {
+	var b strings.Builder
+	b.WriteString(u.Head())
 	keys := make([]string, 0, len(u.params))
 	for k := range u.params {
 		keys = append(keys, k)

@@ -70,21 +70,7 @@ func Encode(s string) string {
 // and dubbo-go would read another URL back.
 func FullString(u *kernel.URL) (string, error) {
 	var b strings.Builder
-	b.WriteString(u.Protocol)
-	b.WriteString("://")
-	if u.Username != "" {
-		b.WriteString(u.Username)
-		if u.Password != "" {
-			b.WriteByte(':')
-			b.WriteString(u.Password)
-		}
-		b.WriteByte('@')
-	}
-	b.WriteString(u.Address())
-	if u.Path != "" {
-		b.WriteByte('/')
-		b.WriteString(u.Path)
-	}
+	b.WriteString(u.Head())
 	params := u.Params()
 	keys := make([]string, 0, len(params))
 	for k := range params {

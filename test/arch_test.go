@@ -69,15 +69,6 @@ func TestLayering(t *testing.T) {
 			if layer == "kernel" && p == "github.com/weftrpc/weft/kernel/view" {
 				continue
 			}
-			// registry-nacos is an opt-in integration, like tracing-otlp,
-			// not a core layer: the root does not link it, and a program
-			// adds it with weft.WithPlugins(nacos.Plugin()), an fx.Option.
-			// That glue, and only it, may import fx; dig and koanf stay
-			// the root's.
-			// registry-zookeeper is one the same way.
-			if (filepath.ToSlash(rel) == "registry-nacos/plugin.go" || filepath.ToSlash(rel) == "registry-zookeeper/plugin.go") && p == "go.uber.org/fx" {
-				continue
-			}
 			// The layer's tests run it over a real registry (the
 			// embedded one); the layer itself does not know it.
 			if layer == "registry" && strings.HasSuffix(rel, "_test.go") && p == "github.com/weftrpc/weft/plugins/registry/embedded" {

@@ -132,9 +132,9 @@ func (c *Codec) WithDecodeMemory(n int64) *Codec {
 
 // KeyDecodeFactor is the URL parameter (a protocol's params) that sets
 // Codec.factor: how many times its size in Go memory a body may decode into.
-// The default 2 bounds hostile frames to about 3× their size with the frame
-// itself; data made of many small maps (some 300 bytes each in Go) may need
-// more.
+// The default (hessian2.BudgetFactor, 12) takes lists of strings and
+// numbers of any size; bodies of many small maps or objects, which the
+// library decodes into some 23 times their wire size, need more.
 const KeyDecodeFactor = "decode.factor"
 
 // WithDecodeFactor returns c with a memory budget of factor × body size (+
