@@ -55,7 +55,7 @@ type Protocol struct {
 	sers extension.Serializations
 
 	mu      sync.Mutex
-	servers map[string]*server
+	servers exports.Servers[*server]
 	clients map[string]*sharedClient
 	// draining counts clients closing gracefully in the background.
 	draining sync.WaitGroup
@@ -79,7 +79,7 @@ func (p *Protocol) closeGracefully(c *netty.ExchangeClient) {
 
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
-	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
+	return &Protocol{t: netty.NewTransporter(log), log: log, clients: map[string]*sharedClient{}}
 }
 
 // WithThreadPools returns p finding each server's `threadpool` (fixed,
@@ -164,13 +164,8 @@ func (e *exporter) Invoker() kernel.Invoker { return e.invoker }
 
 func (e *exporter) Unexport() {
 	e.once.Do(func() {
-		empty := e.s.exporters.Remove(e) == 0
-		if empty {
-			e.p.mu.Lock()
-			if e.p.servers[e.addr] == e.s {
-				delete(e.p.servers, e.addr)
-			}
-			e.p.mu.Unlock()
+		e.s.exporters.Remove(e)
+		if e.p.servers.Release(e.addr, e.s, func() bool { return e.s.exporters.Len() == 0 }) {
 			e.s.es.Close(5 * time.Second)
 		}
 	})
@@ -181,23 +176,16 @@ func (e *exporter) Unexport() {
 // real one.
 func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.Exporter, error) {
 	u := invoker.URL()
-	addr := u.Address()
-	if u.Port == 0 {
-		addr = u.Host + ":0"
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.servers[addr]
-	if s == nil {
+	e, err := exports.Export(&p.servers, u, func() (*server, string, error) {
 		codec, err := p.codecFor(u)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		pool, err := p.poolFor(u)
 		if err != nil {
-			return nil, fmt.Errorf("weft: dubbo: %w", err)
+			return nil, "", fmt.Errorf("weft: dubbo: %w", err)
 		}
-		s = &server{codec: codec}
+		s := &server{codec: codec}
 		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
 			netty.ServerOptions{
 				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
@@ -205,18 +193,15 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 				Pool:      pool,
 			})
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		s.es = es
-		if u.Port == 0 {
-			addr = es.Addr()
-		}
-		p.servers[addr] = s
-	}
-	key := u.ServiceKey()
-	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
-	if !s.exporters.Add(key, e) {
-		return nil, kernel.Errorf(kernel.CodeUnknown, "service %s is already exported on %s", key, addr)
+		return s, es.Addr(), nil
+	}, func(s *server) *exports.Table[*exporter] { return &s.exporters }, func(s *server, addr string) *exporter {
+		return &exporter{s: s, key: u.ServiceKey(), invoker: invoker, p: p, addr: addr}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -227,10 +212,9 @@ func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
 
 // Destroy closes every server and client.
 func (p *Protocol) Destroy() {
+	servers := p.servers.TakeAll()
 	p.mu.Lock()
-	servers := p.servers
 	clients := p.clients
-	p.servers = map[string]*server{}
 	p.clients = map[string]*sharedClient{}
 	p.mu.Unlock()
 	for _, s := range servers {
@@ -603,12 +587,7 @@ func (iv *invoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 // ServerStats returns the pool and connection counts of every server this
 // protocol runs, sorted by address; the metrics read them at scrape time.
 func (p *Protocol) ServerStats() []netty.ServerStats {
-	p.mu.Lock()
-	servers := make([]*server, 0, len(p.servers))
-	for _, s := range p.servers {
-		servers = append(servers, s)
-	}
-	p.mu.Unlock()
+	servers := p.servers.All()
 	out := make([]netty.ServerStats, 0, len(servers))
 	for _, s := range servers {
 		out = append(out, s.es.Stats())

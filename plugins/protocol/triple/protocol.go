@@ -72,7 +72,7 @@ type Protocol struct {
 	sers extension.Serializations
 
 	mu      sync.Mutex
-	servers map[string]*server
+	servers exports.Servers[*server]
 	clients map[string]*sharedClient
 	// draining counts clients closing gracefully in the background.
 	draining sync.WaitGroup
@@ -80,7 +80,7 @@ type Protocol struct {
 
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
-	return &Protocol{t: netty.NewTransporter(log), log: log, servers: map[string]*server{}, clients: map[string]*sharedClient{}}
+	return &Protocol{t: netty.NewTransporter(log), log: log, clients: map[string]*sharedClient{}}
 }
 
 // WithThreadPools returns p finding each server's `threadpool` (fixed,
@@ -144,13 +144,8 @@ func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
 func (e *exporter) Unexport() {
 	e.once.Do(func() {
 		e.unexported.Store(true)
-		empty := e.s.exporters.Remove(e) == 0
-		if empty {
-			e.p.mu.Lock()
-			if e.p.servers[e.addr] == e.s {
-				delete(e.p.servers, e.addr)
-			}
-			e.p.mu.Unlock()
+		e.s.exporters.Remove(e)
+		if e.p.servers.Release(e.addr, e.s, func() bool { return e.s.exporters.Len() == 0 }) {
 			e.s.es.Close(5 * time.Second)
 		}
 	})
@@ -159,19 +154,12 @@ func (e *exporter) Unexport() {
 // Export serves invoker on its URL's host:port, one server per address.
 func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.Exporter, error) {
 	u := invoker.URL()
-	addr := u.Address()
-	if u.Port == 0 {
-		addr = u.Host + ":0"
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.servers[addr]
-	if s == nil {
+	e, err := exports.Export(&p.servers, u, func() (*server, string, error) {
 		pool, err := p.poolFor(u)
 		if err != nil {
-			return nil, fmt.Errorf("weft: tri: %w", err)
+			return nil, "", fmt.Errorf("weft: tri: %w", err)
 		}
-		s = &server{p: p}
+		s := &server{p: p}
 		payload := int(u.ParamInt(kernel.KeyPayload, DefaultPayload))
 		if payload <= 0 {
 			payload = DefaultPayload
@@ -191,27 +179,25 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 				},
 			})
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		s.es = es
-		if u.Port == 0 {
-			addr = es.Addr()
-		}
-		p.servers[addr] = s
-	}
-	key := u.ServiceKey()
-	e := &exporter{s: s, key: key, invoker: invoker, p: p, addr: addr}
-	if !s.exporters.Add(key, e) {
-		return nil, kernel.Errorf(kernel.CodeUnknown, "service %s is already exported on %s", key, addr)
+		return s, es.Addr(), nil
+	}, func(s *server) *exports.Table[*exporter] { return &s.exporters }, func(s *server, addr string) *exporter {
+		return &exporter{s: s, key: u.ServiceKey(), invoker: invoker, p: p, addr: addr}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return e, nil
 }
 
 // Destroy closes every server.
 func (p *Protocol) Destroy() {
+	servers := p.servers.TakeAll()
 	p.mu.Lock()
-	servers, clients := p.servers, p.clients
-	p.servers, p.clients = map[string]*server{}, map[string]*sharedClient{}
+	clients := p.clients
+	p.clients = map[string]*sharedClient{}
 	p.mu.Unlock()
 	for _, s := range servers {
 		s.es.Close(5 * time.Second)
