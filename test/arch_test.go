@@ -39,6 +39,51 @@ func TestLayering(t *testing.T) {
 		// The QoS server sees the App only through qos.App.
 		"qos": {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins", "github.com/weftrpc/weft/cluster"},
 	}
+	// Each layer and the packages of weft it may import: an allow-list, as
+	// docs/architecture.md's "may import" column says. Anything of weft
+	// not listed is a layering break, whatever its name. plugins/ may
+	// import one other plugin: the hessian2 serialization, which the
+	// protocols, the generic and exception filters and proxy/ speak.
+	const w = "github.com/weftrpc/weft/"
+	allow := map[string][]string{
+		"kernel":             {w + "kernel/view"},
+		"extension":          {w + "kernel"},
+		"transport-netty":    {w + "kernel", w + "extension"},
+		"cluster":            {w + "kernel", w + "extension"},
+		"registry":           {w + "kernel", w + "extension", w + "cluster"},
+		"proxy":              {w + "kernel", w + "extension", w + "plugins/serialization/hessian2"},
+		"qos":                {w + "kernel"},
+		"filters-wasm":       {w + "kernel", w + "extension"},
+		"internal":           {w + "kernel", w + "extension", w + "internal/"},
+		"plugins":            {w + "kernel", w + "extension", w + "transport-netty", w + "proxy", w + "internal/exports", w + "plugins/serialization/hessian2"},
+		"registry-nacos":     {"github.com/weftrpc/weft", w + "kernel", w + "extension", w + "registry"},
+		"registry-zookeeper": {"github.com/weftrpc/weft", w + "kernel", w + "extension", w + "registry"},
+	}
+	allowed := func(layer, rel, p string) bool {
+		if !strings.HasPrefix(p, "github.com/weftrpc/weft") {
+			return true // other modules: the deny rules above
+		}
+		list, ruled := allow[layer]
+		if !ruled {
+			return true // the root, apps/, sdk/, test/, tracing-otlp/
+		}
+		// Tests wire real parts: other plugins, test certificates.
+		if strings.HasSuffix(rel, "_test.go") && (strings.HasPrefix(p, w+"plugins/") || p == w+"internal/testpki") {
+			return true
+		}
+		// A package's own sub-packages and its tests' own package.
+		dir := "github.com/weftrpc/weft/" + filepath.ToSlash(filepath.Dir(rel))
+		if p == dir || strings.HasPrefix(p, dir+"/") || strings.HasPrefix(p, w+layer) && layer != "plugins" {
+			return true
+		}
+		for _, a := range list {
+			// "github.com/weftrpc/weft" alone is the root package, exactly.
+			if p == a || a != "github.com/weftrpc/weft" && strings.HasPrefix(p, a) && (strings.HasSuffix(a, "/") || strings.HasPrefix(p, a+"/")) {
+				return true
+			}
+		}
+		return false
+	}
 	checked := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -78,6 +123,9 @@ func TestLayering(t *testing.T) {
 				if strings.HasPrefix(p, banned) {
 					t.Errorf("%s imports %s: the %s layer must not", rel, p, layer)
 				}
+			}
+			if !allowed(layer, rel, p) {
+				t.Errorf("%s imports %s: the %s layer may import only %s of weft (docs/architecture.md)", rel, p, layer, strings.Join(allow[layer], ", "))
 			}
 		}
 		return nil
