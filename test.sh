@@ -39,6 +39,9 @@ step "hessian2: decode budget, without -race" plugins/serialization/hessian2 go 
 # process skip under -race and run here without it.
 step "test: nacos, without -race" test go test -count=1 -run 'Nacos|ConfigCenter' .
 step "registry-nacos: server restart, without -race" registry-nacos go test -count=1 -run 'ServerRestart' .
+# go-zookeeper races inside itself when it reconnects (go-zookeeper/zk#35):
+# the test that makes it reconnect skips under -race and runs here.
+step "registry-zookeeper: reconnect, without -race" registry-zookeeper go test -count=1 -run 'WatchArmedAgainAfterReconnect' .
 # Interop with dubbo-go, grpc-go and Java peers: its own module, without
 # -race (dubbo-go and nacos-sdk-go race inside themselves).
 step "test/interop: go vet" test/interop go vet ./...

@@ -127,6 +127,13 @@ func (w *watchLoser) Cut() {
 // was the one go-zookeeper thought it had restored (seen in
 // TestZookeeperRestartUnderLoad, with ZooKeeper restarted twice under load).
 func TestWatchArmedAgainAfterReconnect(t *testing.T) {
+	if raceEnabled {
+		// go-zookeeper/zk v1.0.4 races inside itself when it reconnects
+		// (recvLoop writes the last zxid that sendSetWatches reads;
+		// go-zookeeper/zk#35, samuel/go-zookeeper#260): this test makes it
+		// reconnect three times, so it runs in test.sh's step without -race.
+		t.Skip("go-zookeeper races inside itself on reconnect: runs in test.sh's non-race step")
+	}
 	addr, group := serverAddr(t), uniqueGroup()
 	ctx := context.Background()
 	relay := newWatchLoser(t, addr)
