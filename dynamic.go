@@ -131,113 +131,138 @@ type applyReport struct {
 // every change is prepared (and checked) first; only if all of them can be
 // made are they made. The App's config becomes the one that runs: next
 // where applied, the old one where a restart is needed.
+// applyRun is one apply: the config it moves from and to, the report, and
+// what it will commit once every part checked out.
+type applyRun struct {
+	rt             *runtime
+	old, next, eff *Config
+	rep            applyReport
+	errs           []error
+	commits        []func()
+}
+
+func (ar *applyRun) restart(path string) { ar.rep.restart = append(ar.rep.restart, path) }
+func (ar *applyRun) applied(path string) { ar.rep.applied = append(ar.rep.applied, path) }
+
 func (rt *runtime) apply(next *Config) (applyReport, error) {
 	rt.applyMu.Lock()
 	defer rt.applyMu.Unlock()
-	var rep applyReport
 	if rt.stopped {
-		return rep, errors.New("the App is stopping")
+		return applyReport{}, errors.New("the App is stopping")
 	}
-	old := rt.cfg
-	eff := cloneConfig(old)
-	var errs []error
-	var commits []func()
-	restart := func(path string) { rep.restart = append(rep.restart, path) }
-	applied := func(path string) { rep.applied = append(rep.applied, path) }
+	ar := &applyRun{rt: rt, old: rt.cfg, next: next, eff: cloneConfig(rt.cfg)}
+	ar.restartOnly()
+	ar.provider()
+	ar.consumer()
+	ar.wasmFilters()
+	if len(ar.errs) > 0 {
+		return applyReport{}, errors.Join(ar.errs...)
+	}
+	for _, c := range ar.commits {
+		c()
+	}
+	rt.cfg = ar.eff
+	return ar.rep, nil
+}
 
-	// Parts that only a restart changes.
-	if !reflect.DeepEqual(old.Application, next.Application) {
-		restart("application")
+// restartOnly notes the parts that only a restart changes.
+func (ar *applyRun) restartOnly() {
+	if !reflect.DeepEqual(ar.old.Application, ar.next.Application) {
+		ar.restart("application")
 	}
-	if !reflect.DeepEqual(old.Protocols, next.Protocols) {
-		restart("protocols")
+	if !reflect.DeepEqual(ar.old.Protocols, ar.next.Protocols) {
+		ar.restart("protocols")
 	}
-	if !reflect.DeepEqual(old.Registries, next.Registries) {
-		restart("registries")
+	if !reflect.DeepEqual(ar.old.Registries, ar.next.Registries) {
+		ar.restart("registries")
 	}
-	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
-		restart("tracing")
+	if !reflect.DeepEqual(ar.old.Tracing, ar.next.Tracing) {
+		ar.restart("tracing")
 	}
-	if !reflect.DeepEqual(old.QoS, next.QoS) {
-		restart("qos")
+	if !reflect.DeepEqual(ar.old.QoS, ar.next.QoS) {
+		ar.restart("qos")
 	}
+}
 
-	// Provider: filter lists are dynamic.
-	op, np := old.Provider, next.Provider
+// provider applies provider filter lists, which are dynamic.
+func (ar *applyRun) provider() {
+	op, np := ar.old.Provider, ar.next.Provider
 	op.Filter, np.Filter, op.Services, np.Services = "", "", nil, nil
 	if !reflect.DeepEqual(op, np) {
-		restart("provider (defaults other than filter)")
+		ar.restart("provider (defaults other than filter)")
 	}
-	for _, id := range unionKeys(old.Provider.Services, next.Provider.Services) {
+	for _, id := range unionKeys(ar.old.Provider.Services, ar.next.Provider.Services) {
 		path := "provider.services." + id
-		oldSvc, inOld := old.Provider.Services[id]
-		newSvc, inNew := next.Provider.Services[id]
+		oldSvc, inOld := ar.old.Provider.Services[id]
+		newSvc, inNew := ar.next.Provider.Services[id]
 		if !inOld || !inNew {
-			restart(path + " (added or removed)")
+			ar.restart(path + " (added or removed)")
 			continue
 		}
 		a, b := oldSvc, newSvc
 		a.Filter, b.Filter = "", ""
 		if !reflect.DeepEqual(a, b) {
-			restart(path + " (settings other than filter)")
+			ar.restart(path + " (settings other than filter)")
 		}
-		oldList, newList := joinList(old.Provider.Filter, oldSvc.Filter), joinList(next.Provider.Filter, newSvc.Filter)
+		oldList, newList := joinList(ar.old.Provider.Filter, oldSvc.Filter), joinList(ar.next.Provider.Filter, newSvc.Filter)
 		if oldList == newList {
 			continue
 		}
-		if err := rt.filters.CheckNames(newList); err != nil {
-			errs = append(errs, fmt.Errorf("%s.filter: %w", path, err))
+		if err := ar.rt.filters.CheckNames(newList); err != nil {
+			ar.errs = append(ar.errs, fmt.Errorf("%s.filter: %w", path, err))
 			continue
 		}
-		for _, sc := range rt.chains {
+		for _, sc := range ar.rt.chains {
 			if sc.id != id {
 				continue
 			}
 			u := sc.inner.URL().WithParam(kernel.KeyServiceFilter, newList)
-			filters, err := rt.filters.Activate(u, kernel.KeyServiceFilter, kernel.GroupProvider)
+			filters, err := ar.rt.filters.Activate(u, kernel.KeyServiceFilter, kernel.GroupProvider)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s.filter: %w", path, err))
+				ar.errs = append(ar.errs, fmt.Errorf("%s.filter: %w", path, err))
 				continue
 			}
 			chain := extension.BuildChain(kernel.Invoker(sc.inner), filters)
-			commits = append(commits, func() { sc.cur.Store(&chain) })
+			ar.commits = append(ar.commits, func() { sc.cur.Store(&chain) })
 		}
-		applied(path + ".filter")
-		e := eff.Provider.Services[id]
+		ar.applied(path + ".filter")
+		e := ar.eff.Provider.Services[id]
 		e.Filter = newSvc.Filter
-		eff.Provider.Services[id] = e
+		ar.eff.Provider.Services[id] = e
 	}
-	eff.Provider.Filter = next.Provider.Filter
+	ar.eff.Provider.Filter = ar.next.Provider.Filter
+}
 
-	// Consumer: every setting of an existing reference is dynamic, except
-	// what it refers to.
-	oc, nc := old.Consumer, next.Consumer
+// consumer applies every setting of an existing reference, except what it
+// refers to.
+func (ar *applyRun) consumer() {
+	oc, nc := ar.old.Consumer, ar.next.Consumer
 	oc.References, nc.References = nil, nil
 	defaultsChanged := !reflect.DeepEqual(oc, nc)
-	for _, id := range unionKeys(old.Consumer.References, next.Consumer.References) {
+	for _, id := range unionKeys(ar.old.Consumer.References, ar.next.Consumer.References) {
 		path := "consumer.references." + id
-		orc, inOld := old.Consumer.References[id]
-		nrc, inNew := next.Consumer.References[id]
+		orc, inOld := ar.old.Consumer.References[id]
+		nrc, inNew := ar.next.Consumer.References[id]
 		if !inOld || !inNew {
-			restart(path + " (added or removed)")
+			ar.restart(path + " (added or removed)")
 			continue
 		}
 		if orc.Interface != nrc.Interface || orc.Version != nrc.Version || orc.Group != nrc.Group ||
 			orc.Protocol != nrc.Protocol || (orc.URL == "") != (nrc.URL == "") {
-			restart(path + " (interface, version, group, protocol, or url set/unset)")
+			ar.restart(path + " (interface, version, group, protocol, or url set/unset)")
 			continue
 		}
-		r := rt.refs[id]
+		r := ar.rt.refs[id]
 		a, b := orc, nrc
 		a.Routers, b.Routers = nil, nil
 		switch {
 		case !defaultsChanged && reflect.DeepEqual(a, b) && !reflect.DeepEqual(orc.Routers, nrc.Routers):
-			routers, err := rt.buildRouters(nrc)
+			routers, err := ar.rt.buildRouters(nrc)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s.%w", path, err))
+				ar.errs = append(ar.errs, fmt.Errorf("%s.%w", path, err))
 				continue
 			}
-			commits = append(commits, func() {
+			ar.commits = append(ar.commits, func() {
 				r.routers = routers
 				if r.gov != nil {
 					// The governance rules' routers stay beside them.
@@ -246,70 +271,64 @@ func (rt *runtime) apply(next *Config) (applyReport, error) {
 					r.dir.SetRouters(routers)
 				}
 			})
-			applied(path + ".routers")
+			ar.applied(path + ".routers")
 		case defaultsChanged || !reflect.DeepEqual(orc, nrc):
-			if err := checkReference(rt, next, path, nrc); err != nil {
-				errs = append(errs, err)
+			if err := checkReference(ar.rt, ar.next, path, nrc); err != nil {
+				ar.errs = append(ar.errs, err)
 				continue
 			}
-			nr, err := rt.buildReference(next, id, nrc)
+			nr, err := ar.rt.buildReference(ar.next, id, nrc)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				ar.errs = append(ar.errs, fmt.Errorf("%s: %w", path, err))
 				continue
 			}
-			commits = append(commits, func() { rt.rerefer(r, nr) })
-			applied(path + " (referred again)")
+			ar.commits = append(ar.commits, func() { ar.rt.rerefer(r, nr) })
+			ar.applied(path + " (referred again)")
 		default:
 			continue
 		}
-		eff.Consumer.References[id] = nrc
+		ar.eff.Consumer.References[id] = nrc
 	}
 	if defaultsChanged {
-		refs := eff.Consumer.References
-		eff.Consumer = next.Consumer
-		eff.Consumer.References = refs
+		refs := ar.eff.Consumer.References
+		ar.eff.Consumer = ar.next.Consumer
+		ar.eff.Consumer.References = refs
 	}
+}
 
-	// WASM filters: their own config is dynamic.
-	for _, name := range unionKeys(old.Wasm.Filters, next.Wasm.Filters) {
+// wasmFilters applies the WASM filters' own config, which is dynamic.
+func (ar *applyRun) wasmFilters() {
+	for _, name := range unionKeys(ar.old.Wasm.Filters, ar.next.Wasm.Filters) {
 		path := "wasm.filters." + name
-		ow, inOld := old.Wasm.Filters[name]
-		nw, inNew := next.Wasm.Filters[name]
+		ow, inOld := ar.old.Wasm.Filters[name]
+		nw, inNew := ar.next.Wasm.Filters[name]
 		if !inOld || !inNew {
-			restart(path + " (added or removed)")
+			ar.restart(path + " (added or removed)")
 			continue
 		}
 		a, b := ow, nw
 		a.Config, b.Config = nil, nil
 		if !reflect.DeepEqual(a, b) {
-			restart(path + " (settings other than config)")
+			ar.restart(path + " (settings other than config)")
 		}
 		if reflect.DeepEqual(ow.Config, nw.Config) {
 			continue
 		}
-		f := rt.wasm[name]
+		f := ar.rt.wasm[name]
 		settings := nw.Config
-		commits = append(commits, func() {
+		ar.commits = append(ar.commits, func() {
 			// SetConfig compiles; an error here leaves that filter's
 			// config as it was.
 			if err := f.SetConfig(context.Background(), settings); err != nil {
-				rt.log.Error("weft: config center: wasm filter config not applied", "filter", name, "err", err)
+				ar.rt.log.Error("weft: config center: wasm filter config not applied", "filter", name, "err", err)
 			}
 		})
-		applied(path + ".config")
-		e := eff.Wasm.Filters[name]
+		ar.applied(path + ".config")
+		e := ar.eff.Wasm.Filters[name]
 		e.Config = nw.Config
-		eff.Wasm.Filters[name] = e
+		ar.eff.Wasm.Filters[name] = e
 	}
 
-	if len(errs) > 0 {
-		return applyReport{}, errors.Join(errs...)
-	}
-	for _, c := range commits {
-		c()
-	}
-	rt.cfg = eff
-	return rep, nil
 }
 
 // checkReference checks the extension names of a reference's new settings.
