@@ -553,3 +553,18 @@ func FieldName(f reflect.StructField) string {
 	}
 	return WireName(f.Name)
 }
+
+// StringKeys is m with its keys as strings: a string key as it is, any
+// other as Text writes it (bounded). Decoded attachment maps arrive keyed by
+// any; the call path reads them by string.
+func StringKeys(m map[any]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, val := range m {
+		s, ok := k.(string)
+		if !ok {
+			s = Text(k)
+		}
+		out[s] = val
+	}
+	return out
+}

@@ -533,9 +533,16 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 	d := c.budget(hessian2.NewInterningDecoder(body, c.intern))
 	defer d.Release()
+	return readRequest(d, d.DecodeString, d.DecodeStringMap, r)
+}
+
+// readRequest reads a request body's header strings (with readStr), its
+// arguments and its attachments (with readAtt) from d: what both the
+// hessian2 path and a plugin serialization's share.
+func readRequest(d extension.Decoder, readStr func() (string, error), readAtt func() (map[string]any, error), r *RPCRequest) error {
 	var strs [5]string
 	for i := range strs {
-		s, err := d.DecodeString()
+		s, err := readStr()
 		if err != nil {
 			return fmt.Errorf("decode header field %d: %w", i, err)
 		}
@@ -563,7 +570,7 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 			}
 		}
 	}
-	att, err := d.DecodeStringMap()
+	att, err := readAtt()
 	if err == io.EOF {
 		// Dubbo before 2.0.2 could omit attachments.
 		return nil

@@ -1,9 +1,7 @@
 package dubbo
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/weftrpc/weft/extension"
@@ -48,41 +46,22 @@ func encodeRequestWith(ser extension.Serialization, dst []byte, r *RPCRequest) (
 
 func decodeRequestWith(ser extension.Serialization, body []byte, r *RPCRequest) error {
 	d := ser.NewDecoder(body)
-	var strs [5]string
-	for i := range strs {
+	readStr := func() (string, error) {
 		v, err := d.Decode()
 		if err != nil {
-			return fmt.Errorf("decode header field %d: %w", i, err)
+			return "", err
 		}
 		s, ok := v.(string)
 		if !ok && v != nil {
-			return fmt.Errorf("header field %d is %T, want a string", i, v)
+			return "", fmt.Errorf("%T, want a string", v)
 		}
-		strs[i] = s
+		return s, nil
 	}
-	*r = RPCRequest{DubboVersion: strs[0], Path: strs[1], Version: strs[2], Method: strs[3], ParamTypes: strs[4], frame: r.frame, Serialization: ser}
-	if r.Method == "" {
-		return errors.New("the request names no method")
-	}
-	n, err := hessian2.CountArgs(r.ParamTypes)
-	if err != nil {
+	if err := readRequest(d, readStr, func() (map[string]any, error) { return decodeStringMap(d) }, r); err != nil {
 		return err
 	}
-	r.Args = make([]any, n)
-	for i := range r.Args {
-		if r.Args[i], err = d.Decode(); err != nil {
-			return fmt.Errorf("decode argument %d of %q: %w", i, view.Cut(r.Method, 200), err)
-		}
-	}
-	v, err := d.Decode()
-	if err == io.EOF {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("decode attachments: %w", err)
-	}
-	r.Attachments, err = stringMap(v)
-	return err
+	r.Serialization = ser
+	return nil
 }
 
 func encodeResultWith(ser extension.Serialization, dst []byte, r *RPCResult) ([]byte, error) {
@@ -112,32 +91,23 @@ func encodeResultWith(ser extension.Serialization, dst []byte, r *RPCResult) ([]
 func decodeResultWith(ser extension.Serialization, body []byte, r *RPCResult) error {
 	d := ser.NewDecoder(body)
 	r.Serialization = ser
-	return readResult(d, func() (map[string]any, error) {
-		v, err := d.Decode()
-		if err != nil {
-			return nil, err
-		}
-		return stringMap(v)
-	}, r)
+	return readResult(d, func() (map[string]any, error) { return decodeStringMap(d) }, r)
 }
 
-// stringMap is a decoded attachments map as map[string]any.
-func stringMap(v any) (map[string]any, error) {
+// decodeStringMap reads the next value as attachments: nil, or a map
+// with its keys as strings (view.StringKeys).
+func decodeStringMap(d extension.Decoder) (map[string]any, error) {
+	v, err := d.Decode()
+	if err != nil {
+		return nil, err
+	}
 	switch m := v.(type) {
 	case nil:
 		return nil, nil
 	case map[string]any:
 		return m, nil
 	case map[any]any:
-		out := make(map[string]any, len(m))
-		for k, val := range m {
-			s, ok := k.(string)
-			if !ok {
-				s = view.Text(k)
-			}
-			out[s] = val
-		}
-		return out, nil
+		return view.StringKeys(m), nil
 	}
 	return nil, fmt.Errorf("attachments are %T, want a map", v)
 }

@@ -69,15 +69,7 @@ func (d *Decoder) DecodeStringMap() (map[string]any, error) {
 	case nil:
 		return nil, nil
 	case map[any]any:
-		out := make(map[string]any, len(m))
-		for k, val := range m {
-			s, ok := k.(string)
-			if !ok {
-				s = view.Text(k)
-			}
-			out[s] = val
-		}
-		return out, nil
+		return view.StringKeys(m), nil
 	}
 	return nil, fmt.Errorf("hessian2: want a map, got %T", v)
 }
