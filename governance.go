@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
+	gov "github.com/weftrpc/weft/governance"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/registry"
 )
@@ -39,11 +40,11 @@ type governance struct {
 	mu      sync.Mutex
 	dir     extension.RoutedDirectory
 	static  []extension.Router // the reference's own routers (config)
-	svcCond *cluster.ConditionRulesRouter
-	appCond *cluster.ConditionRulesRouter
+	svcCond *gov.ConditionRulesRouter
+	appCond *gov.ConditionRulesRouter
 	tag     *cluster.TagRouter
-	svcCfg  cluster.Configurators
-	appCfg  cluster.Configurators
+	svcCfg  gov.Configurators
+	appCfg  gov.Configurators
 	tagApp  string // the provider application whose tag rule is watched
 	tagKey  string
 	closed  bool
@@ -63,10 +64,10 @@ func (rt *runtime) startGovernance(r *reference) {
 		return
 	}
 	g := &governance{rt: rt, ref: r.id, dc: rt.cc.dc, consumer: r.url, host: r.url.Host}
-	key := cluster.RuleKeyOf(r.url)
-	g.svcCondKey, g.svcCfgKey = cluster.ConditionRouterKey(key), cluster.ConfiguratorsKey(key)
+	key := gov.RuleKeyOf(r.url)
+	g.svcCondKey, g.svcCfgKey = gov.ConditionRouterKey(key), gov.ConfiguratorsKey(key)
 	if app := rt.cfg.Application.Name; app != "" {
-		g.appCondKey, g.appCfgKey = cluster.ConditionRouterKey(app), cluster.ConfiguratorsKey(app)
+		g.appCondKey, g.appCfgKey = gov.ConditionRouterKey(app), gov.ConfiguratorsKey(app)
 	}
 	g.retarget(r.dir, r.routers)
 	for _, k := range []string{g.svcCondKey, g.appCondKey, g.svcCfgKey, g.appCfgKey} {
@@ -80,7 +81,7 @@ func (rt *runtime) startGovernance(r *reference) {
 // watch listens to the document under key, then reads it: no change is
 // missed between the two, and one seen twice applies the same rule twice.
 func (g *governance) watch(key string) {
-	if err := g.dc.AddListener(key, cluster.GovernanceGroup, g); err != nil {
+	if err := g.dc.AddListener(key, gov.GovernanceGroup, g); err != nil {
 		g.rt.log.Warn("weft: governance: cannot watch a rule document; it does not apply", "reference", g.ref, "key", key, "err", err)
 		return
 	}
@@ -88,14 +89,14 @@ func (g *governance) watch(key string) {
 	g.watched = append(g.watched, key)
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ruleReadTimeout)
-	content, err := g.dc.GetConfig(ctx, key, cluster.GovernanceGroup)
+	content, err := g.dc.GetConfig(ctx, key, gov.GovernanceGroup)
 	cancel()
 	if err != nil {
 		g.rt.log.Warn("weft: governance: cannot read a rule document; it applies once it changes", "reference", g.ref, "key", key, "err", err)
 		return
 	}
 	if content != "" {
-		g.Process(extension.ConfigChangedEvent{Key: key, Group: cluster.GovernanceGroup, Content: content})
+		g.Process(extension.ConfigChangedEvent{Key: key, Group: gov.GovernanceGroup, Content: content})
 	}
 }
 
@@ -110,14 +111,14 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 	var err error
 	switch ev.Key {
 	case g.svcCondKey, g.appCondKey:
-		var router *cluster.ConditionRulesRouter
+		var router *gov.ConditionRulesRouter
 		if !ev.Deleted {
-			prio := cluster.ServiceConditionRouterPriority
+			prio := gov.ServiceConditionRouterPriority
 			if ev.Key == g.appCondKey {
-				prio = cluster.AppConditionRouterPriority
+				prio = gov.AppConditionRouterPriority
 			}
-			var rules *cluster.ConditionRules
-			if rules, err = cluster.ParseConditionRules(ev.Key, data); err == nil {
+			var rules *gov.ConditionRules
+			if rules, err = gov.ParseConditionRules(ev.Key, data); err == nil {
 				router = rules.Router(prio)
 			}
 		}
@@ -132,7 +133,7 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 		var router *cluster.TagRouter
 		if !ev.Deleted {
 			var rules *cluster.TagRules
-			if rules, err = cluster.ParseTagRules(ev.Key, data); err == nil {
+			if rules, err = gov.ParseTagRules(ev.Key, data); err == nil {
 				router = rules.Router(tagRulePriority)
 			}
 		}
@@ -140,10 +141,10 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 			g.tag = router
 		}
 	case g.svcCfgKey, g.appCfgKey:
-		var cfgs cluster.Configurators
+		var cfgs gov.Configurators
 		if !ev.Deleted {
-			var rules *cluster.OverrideRules
-			if rules, err = cluster.ParseOverrideRules(ev.Key, data); err == nil {
+			var rules *gov.OverrideRules
+			if rules, err = gov.ParseOverrideRules(ev.Key, data); err == nil {
 				cfgs = rules.Configurators
 			}
 		}
@@ -227,7 +228,7 @@ func (g *governance) configure(urls []*kernel.URL) []*kernel.URL {
 	if len(app) == 0 && len(svc) == 0 {
 		return urls
 	}
-	return cluster.ConfigureProviders(urls, g.host, app, svc)
+	return gov.ConfigureProviders(urls, g.host, app, svc)
 }
 
 // followTagRule watches <app>.tag-router once the providers' application
@@ -241,12 +242,12 @@ func (g *governance) followTagRule(app string) {
 		return
 	}
 	old := g.tagKey
-	g.tagApp, g.tagKey, g.tag = app, cluster.TagRouterKey(app), nil
+	g.tagApp, g.tagKey, g.tag = app, gov.TagRouterKey(app), nil
 	key := g.tagKey
 	g.mu.Unlock()
 	go func() {
 		if old != "" {
-			g.dc.RemoveListener(old, cluster.GovernanceGroup, g)
+			g.dc.RemoveListener(old, gov.GovernanceGroup, g)
 		}
 		g.watch(key)
 	}()
@@ -260,6 +261,6 @@ func (g *governance) close() {
 	g.watched = nil
 	g.mu.Unlock()
 	for _, k := range keys {
-		g.dc.RemoveListener(k, cluster.GovernanceGroup, g)
+		g.dc.RemoveListener(k, gov.GovernanceGroup, g)
 	}
 }

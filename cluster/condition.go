@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
@@ -346,7 +347,7 @@ func patternMatch(pattern, value string, param *kernel.URL, when bool) bool {
 		}
 		pattern = p
 	}
-	return globMatch(pattern, value)
+	return GlobMatch(pattern, value)
 }
 
 // rangeMatch is Java's RangeValuePattern, quirks included: what cannot be
@@ -412,4 +413,20 @@ func parseJavaInt(s string) int64 {
 		return 0
 	}
 	return n
+}
+
+// maxEcho bounds what an error quotes of a rule.
+const maxEcho = 64
+
+// echo cuts s to maxEcho bytes on a rune boundary, marking the cut, so a
+// huge rule does not become a huge error.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }

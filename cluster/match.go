@@ -7,16 +7,14 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/weftrpc/weft/kernel"
 )
 
-// globMatch is Dubbo's UrlUtils.isMatchGlobPattern: "*" matches anything;
+// GlobMatch is Dubbo's UrlUtils.isMatchGlobPattern: "*" matches anything;
 // otherwise only the last '*' is a wildcard (what is before it is a literal
 // prefix, after it a literal suffix); no '*' means equality. An empty
 // pattern matches only an empty value.
-func globMatch(pattern, value string) bool {
+func GlobMatch(pattern, value string) bool {
 	if pattern == "*" {
 		return true
 	}
@@ -36,13 +34,14 @@ func globMatch(pattern, value string) bool {
 	}
 }
 
-// ipPattern is one address of a tag rule or an AddressMatch.cird: Dubbo's
-// NetUtils.matchIpExpression. Forms: "*", "*.*.*.*", a CIDR, an IPv4
-// pattern whose parts are numbers, '*' or ranges "1-100", optionally with
-// ":port"; "[v6]:port"; an IPv6 address or pattern of 8 groups; or a host
-// name, compared as written (Java resolves it with DNS; weft does not
-// resolve on the routing path).
-type ipPattern struct {
+// IPPattern is one address of a tag rule or of an override rule's address
+// match (cird): Dubbo's NetUtils.matchIpExpression. Forms: "*", "*.*.*.*",
+// a CIDR, an IPv4 pattern whose parts are numbers, '*' or ranges "1-100",
+// optionally with ":port"; "[v6]:port"; an IPv6 address or pattern of 8
+// groups; or a host name, compared as written (Java resolves it with DNS;
+// weft does not resolve on the routing path). It is exported for the
+// governance package, which reads these patterns from rule documents.
+type IPPattern struct {
 	raw     string
 	any     bool
 	cidr    *net.IPNet
@@ -53,8 +52,9 @@ type ipPattern struct {
 	literal bool     // host is compared whole
 }
 
-func parseIPPattern(raw string) (*ipPattern, error) {
-	p := &ipPattern{raw: raw}
+// ParseIPPattern parses raw; the error says which part is wrong.
+func ParseIPPattern(raw string) (*IPPattern, error) {
+	p := &IPPattern{raw: raw}
 	s := strings.TrimSpace(raw)
 	if s == "" {
 		return nil, fmt.Errorf("empty address")
@@ -141,8 +141,12 @@ func looksIPv4Pattern(h string) bool {
 	return true
 }
 
-// match reports whether host:port is in the pattern.
-func (p *ipPattern) match(host string, port int) bool {
+// String is the pattern as written.
+func (p *IPPattern) String() string { return p.raw }
+
+// Match reports whether host:port is in the pattern; a pattern with a port
+// holds only for that port.
+func (p *IPPattern) Match(host string, port int) bool {
 	if p.any {
 		return true
 	}
@@ -206,9 +210,12 @@ func (p *ipPattern) match(host string, port int) bool {
 // decides, in Java's order exact, prefix, regex, wildcard, empty, noempty.
 // A value that is absent matches only empty.
 type StringMatch struct {
-	Exact, Prefix, Regex, Wildcard, Empty, NoEmpty *string
-
-	re *regexp.Regexp
+	Exact, Prefix *string
+	// Regex must match the whole input, as Java's String.matches does:
+	// compile it anchored, `^(?:re)$`. It is compiled already so that no
+	// call compiles and none meets a pattern that does not compile.
+	Regex                    *regexp.Regexp
+	Wildcard, Empty, NoEmpty *string
 }
 
 // Match reports whether input (ok false: absent) matches.
@@ -221,7 +228,7 @@ func (m *StringMatch) Match(input string, ok bool) bool {
 	case m.Prefix != nil && ok:
 		return strings.HasPrefix(input, *m.Prefix)
 	case m.Regex != nil && ok:
-		return m.re.MatchString(input)
+		return m.Regex.MatchString(input)
 	case m.Wildcard != nil && ok:
 		// Java: only "*", or equality.
 		return input == *m.Wildcard || *m.Wildcard == "*"
@@ -231,48 +238,6 @@ func (m *StringMatch) Match(input string, ok bool) bool {
 		return ok && input != ""
 	}
 	return false
-}
-
-func (d *ruleDoc) stringMatch(n *yaml.Node, path string) (*StringMatch, error) {
-	if n == nil {
-		return nil, nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil, d.fail(n, path, "a string match (exact, prefix, regex, wildcard, empty, noempty)", kindName(n))
-	}
-	m := &StringMatch{}
-	set := 0
-	for _, f := range []struct {
-		name string
-		dst  **string
-	}{{"exact", &m.Exact}, {"prefix", &m.Prefix}, {"regex", &m.Regex}, {"wildcard", &m.Wildcard}, {"empty", &m.Empty}, {"noempty", &m.NoEmpty}} {
-		s, ok, err := d.str(n, f.name, path)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			*f.dst = &s
-			set++
-		}
-	}
-	if set == 0 {
-		return nil, d.fail(n, path, "one of exact, prefix, regex, wildcard, empty, noempty", "none")
-	}
-	if m.Regex != nil {
-		p := fieldPath(path, "regex")
-		if len(*m.Regex) > MaxRuleRegexBytes {
-			return nil, d.fail(n, p, fmt.Sprintf("a regex of at most %d bytes", MaxRuleRegexBytes), *m.Regex)
-		}
-		// Java's String.matches: the whole input.
-		re, err := regexp.Compile(`^(?:` + *m.Regex + `)$`)
-		if err != nil {
-			e := d.fail(n, p, "a regular expression (RE2 syntax)", *m.Regex).(*RuleError)
-			e.Err = err
-			return nil, e
-		}
-		m.re = re
-	}
-	return m, nil
 }
 
 // ParamMatch selects URLs by one parameter (Dubbo's ParamMatch).
@@ -288,38 +253,4 @@ func (m ParamMatch) Match(u *kernel.URL) bool {
 	}
 	v, ok := u.Lookup(m.Key)
 	return m.Value.Match(v, ok)
-}
-
-func (d *ruleDoc) paramMatches(parent *yaml.Node, key, path string) ([]ParamMatch, error) {
-	items, err := d.list(parent, key, path)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ParamMatch, 0, len(items))
-	for i, it := range items {
-		p := fmt.Sprintf("%s[%d]", fieldPath(path, key), i)
-		if it.Kind != yaml.MappingNode {
-			return nil, d.fail(it, p, "a mapping {key, value}", kindName(it))
-		}
-		k, ok, err := d.str(it, "key", p)
-		if err != nil {
-			return nil, err
-		}
-		if !ok || k == "" {
-			return nil, d.fail(it, fieldPath(p, "key"), "a parameter name", "")
-		}
-		vn, err := d.field(it, "value", p)
-		if err != nil {
-			return nil, err
-		}
-		if vn == nil {
-			return nil, d.fail(it, fieldPath(p, "value"), "a string match", "")
-		}
-		sm, err := d.stringMatch(vn, fieldPath(p, "value"))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ParamMatch{Key: k, Value: sm})
-	}
-	return out, nil
 }

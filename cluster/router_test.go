@@ -85,6 +85,61 @@ func TestConditionRuleErrors(t *testing.T) {
 	}
 }
 
+// Java's ConditionStateRouter syntax and matching, case by case.
+func TestConditionSyntaxJava(t *testing.T) {
+	providers := fleet("10.0.0.1:20880/S?region=hz&weight=10", "10.0.0.2:20880/S?region=sh&weight=50", "10.0.1.1:20881/S")
+	consumer := kernel.MustParseURL("consumer://192.168.1.5/S?application=shop&region=sh")
+	all := "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881"
+	cases := []struct {
+		rule   string
+		force  bool
+		method string
+		args   []any
+		att    map[string]string
+		want   string
+	}{
+		{"host = 10.0.0.1", false, "m", nil, nil, "10.0.0.1:20880"},             // no "=>": a then side
+		{"true => host = 10.0.0.2", false, "m", nil, nil, "10.0.0.2:20880"},     // "true": every call
+		{"method = m => false", false, "m", nil, nil, ""},                       // "false": no provider
+		{"method = m =>", false, "m", nil, nil, ""},                             // empty then, force or not
+		{"methods = m => port = 20881", false, "m", nil, nil, "10.0.1.1:20881"}, // methods = method
+		{"=> region = $region", false, "m", nil, nil, "10.0.0.2:20880"},         // the consumer's region
+		{"=> region != hz", false, "m", nil, nil, "10.0.0.2:20880"},             // a missing key never holds, != too
+		{"=> weight = 20~60", false, "m", nil, nil, "10.0.0.2:20880"},           // range
+		{"=> weight = ~20", false, "m", nil, nil, "10.0.0.1:20880"},             // open range
+		{"=> address = *:20881", false, "m", nil, nil, "10.0.1.1:20881"},        // glob suffix
+		{"=> host = 10.0.*", false, "m", nil, nil, all},                         // glob prefix
+		{"=> host = 10.*.0.1", false, "m", nil, nil, "10.0.0.1:20880"},          // prefix and suffix
+		{"=> host = 10.*.*.1", false, "m", nil, nil, all},                       // Java: only the last '*' is a wildcard, so no
+		{"=> host = 10.*.*.1", true, "m", nil, nil, ""},                         // provider matches: all without force, none with
+		{"consumer.host = 192.168.* => provider.port = 20881", false, "m", nil, nil, "10.0.1.1:20881"},
+		{"host = 192.168.1.5 & application = shop => region = hz", false, "m", nil, nil, "10.0.0.1:20880"},
+		{"host = 192.168.1.5 application = other => region = hz", false, "m", nil, nil, all}, // a space joins too
+		{"method = a,b,m & method != m => region = hz", false, "m", nil, nil, all},           // mismatch first
+		{"arguments[1] = 7 => region = hz", false, "m", []any{"x", 7}, nil, "10.0.0.1:20880"},
+		{"arguments[2] = 7 => region = hz", false, "m", []any{"x", 7}, nil, all},
+		{"arguments[0] = * => region = hz", false, "m", nil, nil, "10.0.0.1:20880"}, // Java's not-found marker matches '*'
+		{"attachments[zone] = b => region = sh", false, "m", nil, map[string]string{"zone": "b"}, "10.0.0.2:20880"},
+		{"attachments[zone] != b => region = sh", false, "m", nil, nil, all}, // absent attachment: no match
+		{"method = sayHello => region = sh", false, "$invoke", []any{"sayHello"}, nil, "10.0.0.2:20880"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			rule, err := ParseConditionRule(c.rule, c.force, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := kernel.NewInvocation(c.method, c.args...)
+			for k, v := range c.att {
+				inv.SetAttachment(k, v)
+			}
+			if got := urlsOf(NewConditionRouter(rule).Route(providers, consumer, inv)); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
 func TestTagRouter(t *testing.T) {
 	providers := fleet("a:1/S", "b:1/S?dubbo.tag=gray", "c:1/S?dubbo.tag=gray", "d:1/S?dubbo.tag=blue")
 	r := NewTagRouter(0)

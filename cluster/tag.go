@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -23,28 +21,17 @@ const (
 	KeyForceTag = "dubbo.force.tag"
 )
 
-// TagRules is a tag-router document, as Dubbo Admin writes it under
-// "<provider application>.tag-router":
-//
-//	configVersion: v3.0
-//	force: false
-//	enabled: true
-//	runtime: true
-//	key: shop-provider
-//	tags:
-//	  - name: gray
-//	    addresses: [10.0.0.1:20880, 10.0.1.*]
-//	  - name: canary
-//	    match:
-//	      - key: env
-//	        value: {exact: canary}
+// TagRules is the rule of a tag router: which providers carry which tag,
+// whatever their URLs' own dubbo.tag say. It comes from a tag router URL's
+// `tags` parameter (NewTagRuleRouter) or from a tag-router document of
+// Dubbo Admin, which the governance package reads (governance.ParseTagRules).
 //
 // A tag's providers are those at its addresses (IP patterns: "*", CIDR,
 // 10.0.*.1-9, with or without :port; 0.0.0.0:port for a port on any host)
-// or, for a v3.0 tag without addresses, those whose URL parameters satisfy
-// every match. Java: TagRuleParser, TagRouterRule, Tag, ParamMatch.
+// or, for a tag without addresses, those whose URL parameters satisfy
+// every match. Java: TagRouterRule, Tag, ParamMatch.
 type TagRules struct {
-	// Version is configVersion; v2.7 when absent. Only v3.0 reads match.
+	// Version is the document's configVersion ("v2.7", "v3.0").
 	Version string
 	// Key is the document's key field (the provider application).
 	Key string
@@ -54,8 +41,8 @@ type TagRules struct {
 	// Force: a call whose tag the rule names gets only that tag's
 	// providers, none when they are gone (default false: it falls back).
 	Force bool
-	// Runtime, Priority: read and kept; informative in weft (see
-	// ConditionRules).
+	// Runtime, Priority: read and kept; informative in weft (Java Dubbo 3
+	// does not order by priority either).
 	Runtime  bool
 	Priority int
 	// Tags, in the document's order.
@@ -65,76 +52,10 @@ type TagRules struct {
 // Tag is one tag of a rule.
 type Tag struct {
 	Name      string
-	Addresses []string
+	Addresses []*IPPattern
 	// Match selects providers by URL parameters (v3.0; used when Addresses
 	// is empty).
 	Match []ParamMatch
-
-	patterns []*ipPattern
-}
-
-// ParseTagRules parses a tag-router document; docKey is its config-center
-// key (TagRouterKey), for errors.
-func ParseTagRules(docKey string, data []byte) (*TagRules, error) {
-	d := &ruleDoc{key: docKey}
-	root, err := d.load(data)
-	if err != nil {
-		return nil, err
-	}
-	h, err := d.header(root, RuleVersionV27, RuleVersionV30)
-	if err != nil {
-		return nil, err
-	}
-	if h.scope == ScopeService {
-		n, _ := d.field(root, "scope", "")
-		return nil, d.fail(n, "scope", "application (tag rules belong to a provider application)", h.scope)
-	}
-	r := &TagRules{Version: h.version, Key: h.key, Enabled: h.enabled, Force: h.force, Runtime: h.runtime, Priority: h.priority}
-	v30 := strings.HasPrefix(strings.ToLower(h.version), RuleVersionV30)
-	items, err := d.list(root, "tags", "")
-	if err != nil {
-		return nil, err
-	}
-	if len(items) == 0 {
-		// Java marks the rule invalid: providers' own tags decide.
-		n, _ := d.field(root, "tags", "")
-		return nil, d.fail(n, "tags", "a list of at least one tag {name, addresses or match}", "")
-	}
-	for i, it := range items {
-		p := fmt.Sprintf("tags[%d]", i)
-		if it.Kind != yaml.MappingNode {
-			return nil, d.fail(it, p, "a mapping {name, addresses, match}", kindName(it))
-		}
-		var t Tag
-		var ok bool
-		if t.Name, ok, err = d.str(it, "name", p); err != nil {
-			return nil, err
-		}
-		if !ok || t.Name == "" {
-			return nil, d.fail(it, fieldPath(p, "name"), "a tag name", "")
-		}
-		if t.Addresses, err = d.strings(it, "addresses", p); err != nil {
-			return nil, err
-		}
-		for j, a := range t.Addresses {
-			ip, err := parseIPPattern(a)
-			if err != nil {
-				e := d.fail(it, fmt.Sprintf("%s.addresses[%d]", p, j), "an address or IP pattern", a).(*RuleError)
-				e.Err = err
-				return nil, e
-			}
-			t.patterns = append(t.patterns, ip)
-		}
-		if v30 {
-			// Java reads match only in v3.0 documents, and ignores it in
-			// others; a tag with neither addresses nor match sets nothing.
-			if t.Match, err = d.paramMatches(it, "match", p); err != nil {
-				return nil, err
-			}
-		}
-		r.Tags = append(r.Tags, t)
-	}
-	return r, nil
 }
 
 // Router returns a tag router applying the rule; priority as for
@@ -155,7 +76,7 @@ func (r *TagRules) Router(priority int) *TagRouter {
 // tagSet is the providers of one tag: address patterns, or the addresses of
 // the providers a match selected.
 type tagSet struct {
-	patterns []*ipPattern
+	patterns []*IPPattern
 	exact    map[string]bool
 }
 
@@ -165,7 +86,7 @@ func (s *tagSet) has(u *kernel.URL) bool {
 	}
 	for _, p := range s.patterns {
 		// Java also takes "0.0.0.0:port" for that port on any host.
-		if p.match(u.Host, u.Port) || (p.literal && p.host == "0.0.0.0" && p.port == strconv.Itoa(u.Port)) {
+		if p.Match(u.Host, u.Port) || (p.literal && p.host == "0.0.0.0" && p.port == strconv.Itoa(u.Port)) {
 			return true
 		}
 	}
@@ -181,7 +102,7 @@ func (r *TagRules) tagSets(invokers []kernel.Invoker) tagSets {
 	out := tagSets{}
 	for _, t := range r.Tags {
 		if len(t.Addresses) > 0 {
-			out[t.Name] = &tagSet{patterns: t.patterns}
+			out[t.Name] = &tagSet{patterns: t.Addresses}
 		}
 	}
 	for _, t := range r.Tags {
@@ -271,18 +192,20 @@ func NewTagRouter(priority int) *TagRouter { return &TagRouter{priority: priorit
 // NewTagRuleRouter returns a tag router with a rule: tags maps each tag to
 // the addresses (IP patterns) that carry it; force as TagRules.Force.
 func NewTagRuleRouter(priority int, tags map[string][]string, force bool) (*TagRouter, error) {
-	r := &TagRules{Version: RuleVersionV27, Enabled: true, Force: force, Runtime: true}
+	// A URL's rule has no document, so no configVersion: "v2.7" is what
+	// Dubbo reads a document without one as.
+	r := &TagRules{Version: "v2.7", Enabled: true, Force: force, Runtime: true}
 	for name, addrs := range tags {
 		if name == "" {
 			return nil, fmt.Errorf("tag rule: a tag needs a name (addresses %v)", addrs)
 		}
-		t := Tag{Name: name, Addresses: addrs}
+		t := Tag{Name: name}
 		for _, a := range addrs {
-			p, err := parseIPPattern(a)
+			p, err := ParseIPPattern(a)
 			if err != nil {
 				return nil, fmt.Errorf("tag rule: tag %q: address %q: %v", name, a, err)
 			}
-			t.patterns = append(t.patterns, p)
+			t.Addresses = append(t.Addresses, p)
 		}
 		r.Tags = append(r.Tags, t)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package governance
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -56,7 +57,7 @@ type ConditionRules struct {
 	Priority int
 	// Rules are the conditions, in the document's order; each has the
 	// document's Force and Enabled.
-	Rules []*ConditionRule
+	Rules []*cluster.ConditionRule
 }
 
 // ParseConditionRules parses a condition-router document. docKey is its
@@ -93,7 +94,7 @@ func ParseConditionRules(docKey string, data []byte) (*ConditionRules, error) {
 		if it.Kind != yaml.ScalarNode {
 			return nil, d.fail(it, p, "a \"when => then\" string", kindName(it))
 		}
-		r, err := ParseConditionRule(it.Value, c.Force, c.Priority)
+		r, err := cluster.ParseConditionRule(it.Value, c.Force, c.Priority)
 		if err != nil {
 			e := d.fail(it, p, "a \"when => then\" rule", it.Value).(*RuleError)
 			e.Err = err
@@ -110,12 +111,17 @@ func ParseConditionRules(docKey string, data []byte) (*ConditionRules, error) {
 // narrows what the one before it left, as Java's ListenableStateRouter
 // runs its ConditionStateRouters.
 func (c *ConditionRules) Router(priority int) *ConditionRulesRouter {
-	return &ConditionRulesRouter{rules: c, priority: priority}
+	r := &ConditionRulesRouter{rules: c, priority: priority}
+	for _, rule := range c.Rules {
+		r.routers = append(r.routers, cluster.NewConditionRouter(rule))
+	}
+	return r
 }
 
 // ConditionRulesRouter routes by a ConditionRules document.
 type ConditionRulesRouter struct {
 	rules    *ConditionRules
+	routers  []*cluster.ConditionRouter // one per rule, in order
 	priority int
 }
 
@@ -127,11 +133,11 @@ func (r *ConditionRulesRouter) Rules() *ConditionRules { return r.rules }
 
 // Route applies every rule in turn.
 func (r *ConditionRulesRouter) Route(invokers []kernel.Invoker, consumer *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
-	for _, rule := range r.rules.Rules {
+	for _, cr := range r.routers {
 		if len(invokers) == 0 {
 			break
 		}
-		invokers = rule.route(invokers, consumer, inv)
+		invokers = cr.Route(invokers, consumer, inv)
 	}
 	return invokers
 }

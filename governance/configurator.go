@@ -1,4 +1,4 @@
-package cluster
+package governance
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -497,10 +498,10 @@ type ConditionMatch struct {
 	// ProviderAddress is matched against the URL's host:port.
 	ProviderAddress *AddressMatch
 	// Service: one of them must match the URL's service key.
-	Service []*StringMatch
+	Service []*cluster.StringMatch
 	// App: one of them must match the URL's application.
-	App   []*StringMatch
-	Param []ParamMatch
+	App   []*cluster.StringMatch
+	Param []cluster.ParamMatch
 }
 
 // Match reports whether the match holds for host and u.
@@ -528,7 +529,7 @@ func (m *ConditionMatch) Match(host string, u *kernel.URL) bool {
 	return true
 }
 
-func oneOf(ms []*StringMatch, v string, ok bool) bool {
+func oneOf(ms []*cluster.StringMatch, v string, ok bool) bool {
 	for _, m := range ms {
 		if m.Match(v, ok) {
 			return true
@@ -543,7 +544,7 @@ func oneOf(ms []*StringMatch, v string, ok bool) bool {
 type AddressMatch struct {
 	Cird, Wildcard, Exact *string
 
-	cird *ipPattern
+	cird *cluster.IPPattern
 }
 
 // Match reports whether input, a host or host:port, matches.
@@ -552,10 +553,10 @@ func (m *AddressMatch) Match(input string) bool {
 		if input == *m.Cird {
 			return true
 		}
-		return m.cird.match(input, 0)
+		return m.cird.Match(input, 0)
 	}
 	if m.Wildcard != nil {
-		return *m.Wildcard == anyHost || *m.Wildcard == "*" || globMatch(*m.Wildcard, input)
+		return *m.Wildcard == anyHost || *m.Wildcard == "*" || cluster.GlobMatch(*m.Wildcard, input)
 	}
 	if m.Exact != nil {
 		return input == *m.Exact
@@ -588,7 +589,7 @@ func (d *ruleDoc) addressMatch(parent *yaml.Node, key, path string) (*AddressMat
 		return nil, d.fail(n, p, "one of cird, wildcard, exact", "none")
 	}
 	if m.Cird != nil {
-		ip, err := parseIPPattern(*m.Cird)
+		ip, err := cluster.ParseIPPattern(*m.Cird)
 		if err != nil {
 			e := d.fail(n, fieldPath(p, "cird"), "a CIDR or IP pattern", *m.Cird).(*RuleError)
 			e.Err = err
@@ -599,7 +600,7 @@ func (d *ruleDoc) addressMatch(parent *yaml.Node, key, path string) (*AddressMat
 	return m, nil
 }
 
-func (d *ruleDoc) listStringMatch(parent *yaml.Node, key, path string) ([]*StringMatch, error) {
+func (d *ruleDoc) listStringMatch(parent *yaml.Node, key, path string) ([]*cluster.StringMatch, error) {
 	n, err := d.mapping(parent, key, path)
 	if err != nil || n == nil {
 		return nil, err
@@ -612,7 +613,7 @@ func (d *ruleDoc) listStringMatch(parent *yaml.Node, key, path string) ([]*Strin
 	if len(items) == 0 {
 		return nil, d.fail(n, fieldPath(p, "oneof"), "a list of string matches", "")
 	}
-	out := make([]*StringMatch, 0, len(items))
+	out := make([]*cluster.StringMatch, 0, len(items))
 	for i, it := range items {
 		m, err := d.stringMatch(it, fmt.Sprintf("%s.oneof[%d]", p, i))
 		if err != nil {

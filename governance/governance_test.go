@@ -1,12 +1,14 @@
-package cluster
+package governance
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -32,6 +34,35 @@ func documents(b []byte) [][]byte {
 		out = append(out, []byte("---\n"+part))
 	}
 	return out
+}
+
+// invoker is a provider that is only its URL: these tests route, they
+// do not call.
+type invoker struct{ url *kernel.URL }
+
+func (i *invoker) URL() *kernel.URL  { return i.url }
+func (i *invoker) IsAvailable() bool { return true }
+func (i *invoker) Destroy()          {}
+func (i *invoker) Invoke(context.Context, *kernel.Invocation) (kernel.Result, error) {
+	panic("a routing test called a provider")
+}
+
+// fleet is providers at "host:port/path?query" each.
+func fleet(specs ...string) []kernel.Invoker {
+	out := make([]kernel.Invoker, len(specs))
+	for i, s := range specs {
+		out[i] = &invoker{url: kernel.MustParseURL("dubbo://" + s)}
+	}
+	return out
+}
+
+// urlsOf is the providers' addresses, comma-separated, in order.
+func urlsOf(ivs []kernel.Invoker) string {
+	var out []string
+	for _, iv := range ivs {
+		out = append(out, iv.URL().Address())
+	}
+	return strings.Join(out, ",")
 }
 
 func ruleErr(t *testing.T, err error) *RuleError {
@@ -183,61 +214,6 @@ func TestConditionRulesEnabledForceNotSwapped(t *testing.T) {
 	}
 }
 
-// Java's ConditionStateRouter syntax and matching, case by case.
-func TestConditionSyntaxJava(t *testing.T) {
-	providers := fleet("10.0.0.1:20880/S?region=hz&weight=10", "10.0.0.2:20880/S?region=sh&weight=50", "10.0.1.1:20881/S")
-	consumer := kernel.MustParseURL("consumer://192.168.1.5/S?application=shop&region=sh")
-	all := "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881"
-	cases := []struct {
-		rule   string
-		force  bool
-		method string
-		args   []any
-		att    map[string]string
-		want   string
-	}{
-		{"host = 10.0.0.1", false, "m", nil, nil, "10.0.0.1:20880"},             // no "=>": a then side
-		{"true => host = 10.0.0.2", false, "m", nil, nil, "10.0.0.2:20880"},     // "true": every call
-		{"method = m => false", false, "m", nil, nil, ""},                       // "false": no provider
-		{"method = m =>", false, "m", nil, nil, ""},                             // empty then, force or not
-		{"methods = m => port = 20881", false, "m", nil, nil, "10.0.1.1:20881"}, // methods = method
-		{"=> region = $region", false, "m", nil, nil, "10.0.0.2:20880"},         // the consumer's region
-		{"=> region != hz", false, "m", nil, nil, "10.0.0.2:20880"},             // a missing key never holds, != too
-		{"=> weight = 20~60", false, "m", nil, nil, "10.0.0.2:20880"},           // range
-		{"=> weight = ~20", false, "m", nil, nil, "10.0.0.1:20880"},             // open range
-		{"=> address = *:20881", false, "m", nil, nil, "10.0.1.1:20881"},        // glob suffix
-		{"=> host = 10.0.*", false, "m", nil, nil, all},                         // glob prefix
-		{"=> host = 10.*.0.1", false, "m", nil, nil, "10.0.0.1:20880"},          // prefix and suffix
-		{"=> host = 10.*.*.1", false, "m", nil, nil, all},                       // Java: only the last '*' is a wildcard, so no
-		{"=> host = 10.*.*.1", true, "m", nil, nil, ""},                         // provider matches: all without force, none with
-		{"consumer.host = 192.168.* => provider.port = 20881", false, "m", nil, nil, "10.0.1.1:20881"},
-		{"host = 192.168.1.5 & application = shop => region = hz", false, "m", nil, nil, "10.0.0.1:20880"},
-		{"host = 192.168.1.5 application = other => region = hz", false, "m", nil, nil, all}, // a space joins too
-		{"method = a,b,m & method != m => region = hz", false, "m", nil, nil, all},           // mismatch first
-		{"arguments[1] = 7 => region = hz", false, "m", []any{"x", 7}, nil, "10.0.0.1:20880"},
-		{"arguments[2] = 7 => region = hz", false, "m", []any{"x", 7}, nil, all},
-		{"arguments[0] = * => region = hz", false, "m", nil, nil, "10.0.0.1:20880"}, // Java's not-found marker matches '*'
-		{"attachments[zone] = b => region = sh", false, "m", nil, map[string]string{"zone": "b"}, "10.0.0.2:20880"},
-		{"attachments[zone] != b => region = sh", false, "m", nil, nil, all}, // absent attachment: no match
-		{"method = sayHello => region = sh", false, "$invoke", []any{"sayHello"}, nil, "10.0.0.2:20880"},
-	}
-	for _, c := range cases {
-		t.Run(c.rule, func(t *testing.T) {
-			rule, err := ParseConditionRule(c.rule, c.force, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			inv := kernel.NewInvocation(c.method, c.args...)
-			for k, v := range c.att {
-				inv.SetAttachment(k, v)
-			}
-			if got := urlsOf(NewConditionRouter(rule).Route(providers, consumer, inv)); got != c.want {
-				t.Fatalf("got %q, want %q", got, c.want)
-			}
-		})
-	}
-}
-
 func TestConditionRulesMalformed(t *testing.T) {
 	huge := strings.Repeat("x", 900_000)
 	for _, c := range []struct {
@@ -319,7 +295,7 @@ func TestTagRulesJavaFixture(t *testing.T) {
 	} {
 		inv := kernel.NewInvocation("m")
 		if c.tag != "" {
-			inv.SetAttachment(KeyTag, c.tag)
+			inv.SetAttachment(cluster.KeyTag, c.tag)
 		}
 		if got := urlsOf(router.Route(providers, nil, inv)); got != c.want {
 			t.Errorf("tag %q: %q, want %q", c.tag, got, c.want)
@@ -333,7 +309,7 @@ func TestTagRulesJavaFixture(t *testing.T) {
 	// force: the rule's tag with its providers gone gives none.
 	gone := fleet("30.5.120.17:20880/S")
 	inv := kernel.NewInvocation("m")
-	inv.SetAttachment(KeyTag, "tag1")
+	inv.SetAttachment(cluster.KeyTag, "tag1")
 	if got := router.Route(gone, nil, inv); len(got) != 0 {
 		t.Errorf("forced rule: %q", urlsOf(got))
 	}
@@ -349,9 +325,17 @@ func TestTagRulesJavaInline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets := r.tagSets(nil)
-	if len(r.Tags) != 4 || len(sets) != 1 || sets["tag2"] == nil || r.Enabled {
-		t.Fatalf("v2.7: %d tags, sets %v, enabled %v", len(r.Tags), sets, r.Enabled)
+	if len(r.Tags) != 4 || r.Enabled {
+		t.Fatalf("v2.7: %d tags, enabled %v", len(r.Tags), r.Enabled)
+	}
+	for _, tag := range r.Tags {
+		want := 0
+		if tag.Name == "tag2" {
+			want = 1
+		}
+		if len(tag.Addresses) != want || len(tag.Match) != 0 {
+			t.Errorf("v2.7 %s: %d addresses, %d matches; want %d, 0", tag.Name, len(tag.Addresses), len(tag.Match), want)
+		}
 	}
 	v30 := "---\n" + "configVersion: v3.0\n" + "force: false\n" + "runtime: true\n" + "enabled: true\n" + "priority: 1\n" +
 		"key: demo-provider\n" + "tags:\n" + "  - name: tag1\n" + "    match:\n" + "    - key: match_key1\n" + "      value:\n" +
@@ -376,7 +360,7 @@ func TestTagRulesJavaInline(t *testing.T) {
 	} {
 		inv := kernel.NewInvocation("m")
 		if c.tag != "" {
-			inv.SetAttachment(KeyTag, c.tag)
+			inv.SetAttachment(cluster.KeyTag, c.tag)
 		}
 		if got := urlsOf(router.Route(providers, nil, inv)); got != c.want {
 			t.Errorf("tag %q: %q, want %q", c.tag, got, c.want)
@@ -385,7 +369,7 @@ func TestTagRulesJavaInline(t *testing.T) {
 	// A new provider list is evaluated afresh.
 	more := append(fleet("10.20.3.9:20880/com.foo.BarService?match_key2=value2"), providers...)
 	inv := kernel.NewInvocation("m")
-	inv.SetAttachment(KeyTag, "tag3")
+	inv.SetAttachment(cluster.KeyTag, "tag3")
 	if got := urlsOf(router.Route(more, nil, inv)); got != "10.20.3.9:20880,10.20.3.3:20880" {
 		t.Errorf("new list: %q", got)
 	}
@@ -412,9 +396,9 @@ tags:
 		{"beta|team2", "true", ""},                  // forced: no level fallback, nothing
 	} {
 		inv := kernel.NewInvocation("m")
-		inv.SetAttachment(KeyTag, c.tag)
+		inv.SetAttachment(cluster.KeyTag, c.tag)
 		if c.force != "" {
-			inv.SetAttachment(KeyForceTag, c.force)
+			inv.SetAttachment(cluster.KeyForceTag, c.force)
 		}
 		if got := urlsOf(router.Route(providers, nil, inv)); got != c.want {
 			t.Errorf("tag %q force %q: %q, want %q", c.tag, c.force, got, c.want)
@@ -436,36 +420,6 @@ tags:
 		}
 		if re := ruleErr(t, err); re.Path != c.path || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v (path %q)", c.name, err, re.Path)
-		}
-	}
-}
-
-func TestIPPatterns(t *testing.T) {
-	for _, c := range []struct {
-		pattern, host string
-		port          int
-		want          bool
-	}{
-		{"*", "1.2.3.4", 1, true},
-		{"1.2.3.4", "1.2.3.4", 9, true},
-		{"1.2.3.4:9", "1.2.3.4", 9, true},
-		{"1.2.3.4:9", "1.2.3.4", 8, false},
-		{"1.2.3.*", "1.2.3.200", 1, true},
-		{"1.2.3-5.*", "1.2.4.1", 1, true},
-		{"1.2.3-5.*", "1.2.6.1", 1, false},
-		{"1.2.3.0/24", "1.2.3.9", 1, true},
-		{"1.2.3.0/24", "1.2.4.9", 1, false},
-		{"[::1]:20880", "::1", 20880, true},
-		{"234e:0:4567:0:0:0:3d:*", "234e:0:4567::3d:ff", 1, true},
-		{"my-host", "my-host", 1, true},
-	} {
-		p, err := parseIPPattern(c.pattern)
-		if err != nil {
-			t.Errorf("%s: %v", c.pattern, err)
-			continue
-		}
-		if got := p.match(c.host, c.port); got != c.want {
-			t.Errorf("%s ~ %s:%d = %v", c.pattern, c.host, c.port, got)
 		}
 	}
 }
@@ -761,8 +715,8 @@ func FuzzRuleDocuments(f *testing.F) {
 		}
 		// The condition syntax alone, too.
 		if len(data) < 4096 {
-			if rule, err := ParseConditionRule(string(data), true, 0); err == nil {
-				NewConditionRouter(rule).Route(providers, consumer, inv)
+			if rule, err := cluster.ParseConditionRule(string(data), true, 0); err == nil {
+				cluster.NewConditionRouter(rule).Route(providers, consumer, inv)
 			}
 		}
 	})
