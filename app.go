@@ -30,6 +30,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/engine"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -120,7 +121,7 @@ func WithLoadBalance(name string, f kernel.Factory[extension.LoadBalance]) Optio
 // App is a composed weft application.
 type App struct {
 	fx       *fx.App
-	rt       *runtime
+	rt       *engine.Runtime
 	log      *slog.Logger
 	logFile  io.Closer
 	closeLog sync.Once
@@ -148,7 +149,7 @@ func New(opts ...Option) (*App, error) {
 	}
 	cl := &closers{}
 	if o.log == nil {
-		log, f, err := newLogger(cfg.Logger)
+		log, f, err := cfg.Logger.NewLogger()
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +164,7 @@ func New(opts ...Option) (*App, error) {
 	a := &App{log: o.log, logFile: o.logFile}
 	a.fx = fx.New(
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
-		fx.Supply(local, &bindings{impls: o.impls, stubs: o.stubs, mocks: o.mocks}, o.log, cl),
+		fx.Supply(local, &engine.Bindings{Impls: o.impls, Stubs: o.stubs, Mocks: o.mocks}, o.log, cl),
 		fx.Provide(resolveConfig),
 		fx.Provide(kernel.NewStatusStore),
 		builtins(),
@@ -171,10 +172,10 @@ func New(opts ...Option) (*App, error) {
 		loaders(),
 		fx.Provide(newRuntime),
 		// Before the runtime's hook: QoS is up before the first export and
-		// down after the last unexport (qos_app.go).
+		// down after the last unexport (wiring.go).
 		fx.Invoke(startQoS),
-		fx.Invoke(func(lc fx.Lifecycle, rt *runtime) {
-			lc.Append(fx.Hook{OnStart: rt.start, OnStop: rt.stop})
+		fx.Invoke(func(lc fx.Lifecycle, rt *engine.Runtime) {
+			lc.Append(fx.Hook{OnStart: rt.Start, OnStop: rt.Stop})
 			a.rt = rt
 		}),
 	)
@@ -199,7 +200,7 @@ func (c *closers) close() {
 }
 
 // Config returns the App's decoded config.
-func (a *App) Config() *Config { return a.rt.cfg }
+func (a *App) Config() *Config { return a.rt.Config() }
 
 // Logger returns the App's logger.
 func (a *App) Logger() *slog.Logger { return a.log }
@@ -225,45 +226,7 @@ func (a *App) Stop(ctx context.Context) error {
 // Reference returns the invoker of a started reference, for generic calls:
 //
 //	res, err := inv.Invoke(ctx, kernel.NewInvocation("sayHello", "world"))
-func (a *App) Reference(id string) (kernel.Invoker, error) {
-	r, ok := a.rt.refs[id]
-	if !ok {
-		return nil, fmt.Errorf("weft: no reference %q in config", id)
-	}
-	iv, err := r.current()
-	if err != nil || a.rt.cc == nil {
-		return iv, err
-	}
-	// A config center may refer the reference again: hand out a handle
-	// that always calls the current invoker.
-	return refHandle{r}, nil
-}
-
-// refHandle is a reference's invoker as App.Reference gives it out when the
-// invoker may be replaced. The App owns the invokers: Destroy does nothing.
-type refHandle struct{ r *reference }
-
-func (h refHandle) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.Result, error) {
-	iv, err := h.r.current()
-	if err != nil {
-		return kernel.Result{}, err
-	}
-	return iv.Invoke(ctx, inv)
-}
-
-func (h refHandle) URL() *kernel.URL {
-	if iv, err := h.r.current(); err == nil {
-		return iv.URL()
-	}
-	return nil
-}
-
-func (h refHandle) IsAvailable() bool {
-	iv, err := h.r.current()
-	return err == nil && iv.IsAvailable()
-}
-
-func (h refHandle) Destroy() {}
+func (a *App) Reference(id string) (kernel.Invoker, error) { return a.rt.Reference(id) }
 
 // Run starts the App, waits for SIGINT/SIGTERM or ctx, then stops it.
 func (a *App) Run(ctx context.Context) error {

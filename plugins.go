@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"time"
 
+	"github.com/weftrpc/weft/internal/engine"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	"github.com/weftrpc/weft/plugins/threadpool"
 
@@ -313,13 +313,13 @@ func builtins() fx.Option {
 func netProtocolPlugin(name string, ctor func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol) fx.Option {
 	return plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
 		var t *netty.TLS
-		if !cfg.TLS.transport().IsZero() {
+		if !cfg.TLS.Transport().IsZero() {
 			var err error
-			if t, err = netty.NewTLS(cfg.TLS.transport(), log); err != nil {
+			if t, err = netty.NewTLS(cfg.TLS.Transport(), log); err != nil {
 				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
 			}
 		}
-		sers := &serializations{l: sl}
+		sers := engine.NewSerializations(sl)
 		return Extension[extension.Protocol]{Name: name, New: func() (extension.Protocol, error) { return ctor(log, t, sers, tl.Get), nil }}, nil
 	})
 }
@@ -384,67 +384,34 @@ func loader[T any](point, def string) fx.Option {
 }
 
 // wasmFilters makes a Filter extension of each wasm.filters.<name>, into the
-// same group (and so the same Loader and activation) as native filters. Each
-// module is compiled and checked here rather than on first use, so that a
-// missing file or a module that breaks the ABI fails weft.New with its key
-// path, like any other config error. The filters share one counter store (per
-// App: counters are never global) and watch their files while the App runs.
+// same group (and so the same Loader and activation) as native filters,
+// compiled and checked at New (wasmfilter.Settings.Build); they watch their
+// files while the App runs.
 func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) (wasmOut, error) {
-	if len(cfg.Wasm.Filters) == 0 {
+	declared, err := cfg.Wasm.Build(context.Background(), log)
+	if err != nil {
+		return wasmOut{}, fmt.Errorf("weft: config: %w", err)
+	}
+	if len(declared) == 0 {
 		return wasmOut{}, nil
 	}
-	counters := wasmfilter.NewCounters()
-	var exts []Extension[extension.Filter]
-	var filters []*wasmfilter.Filter
-	var errs []error
-	for _, name := range sortedKeys(cfg.Wasm.Filters) {
-		wc := cfg.Wasm.Filters[name]
-		path := "wasm.filters." + name
-		act, err := wasmActivation(wc)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-			continue
-		}
-		switch {
-		case wc.Path == "":
-			err = fmt.Errorf("%s.path: the module file is required", path)
-		case wc.MaxMemoryPages < 0 || wc.MaxMemoryPages > 65536:
-			err = fmt.Errorf("%s.max_memory_pages: %d is not in 1..65536 (64 KiB pages)", path, wc.MaxMemoryPages)
-		case wc.Timeout < 0:
-			err = fmt.Errorf("%s.timeout: %d ms is negative", path, wc.Timeout)
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		f, err := wasmfilter.New(context.Background(), wasmfilter.Config{
-			Name: name, Path: wc.Path, MaxMemoryPages: uint32(wc.MaxMemoryPages),
-			Timeout: time.Duration(wc.Timeout) * time.Millisecond, Settings: wc.Config,
-			MaxInstances: wc.MaxInstances, Log: log, Counters: counters,
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-			continue
-		}
-		filters = append(filters, f)
-		exts = append(exts, Extension[extension.Filter]{Name: name, New: value[extension.Filter](f), Activate: act, source: path})
+	out := wasmOut{Set: engine.WasmSet{}}
+	for _, d := range declared {
+		out.Filters = append(out.Filters, Extension[extension.Filter]{Name: d.Filter.Name(), New: value[extension.Filter](d.Filter), Activate: d.Activate, source: d.Source})
+		out.Set[d.Filter.Name()] = d.Filter
 	}
 	closeAll := func(context.Context) error {
 		var errs []error
-		for _, f := range filters {
-			errs = append(errs, f.Close())
+		for _, d := range declared {
+			errs = append(errs, d.Filter.Close())
 		}
 		return errors.Join(errs...)
-	}
-	if len(errs) > 0 {
-		closeAll(context.Background())
-		return wasmOut{}, fmt.Errorf("weft: config: %w", errors.Join(errs...))
 	}
 	cl.add(closeAll)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			for _, f := range filters {
-				f.Watch(wasmfilter.DefaultWatchInterval)
+			for _, d := range declared {
+				d.Filter.Watch(wasmfilter.DefaultWatchInterval)
 			}
 			return nil
 		},
@@ -452,11 +419,7 @@ func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) (w
 		// left in flight.
 		OnStop: closeAll,
 	})
-	set := wasmSet{}
-	for _, f := range filters {
-		set[f.Name()] = f
-	}
-	return wasmOut{Filters: exts, Set: set}, nil
+	return out, nil
 }
 
 // wasmOut puts the WASM filters into the filter group, and the set of them
@@ -464,22 +427,5 @@ func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) (w
 type wasmOut struct {
 	fx.Out
 	Filters []Extension[extension.Filter] `group:"weft.filter,flatten"`
-	Set     wasmSet
-}
-
-// wasmActivation is a WASM filter's Activate: nil (run only where listed)
-// without groups.
-func wasmActivation(wc WasmFilterConfig) (*kernel.Activate, error) {
-	if len(wc.Groups) == 0 {
-		if len(wc.Keys) > 0 {
-			return nil, errors.New("keys without groups: keys narrow the activation of groups; add groups: [provider] or [consumer]")
-		}
-		return nil, nil
-	}
-	for _, g := range wc.Groups {
-		if g != kernel.GroupProvider && g != kernel.GroupConsumer {
-			return nil, fmt.Errorf("groups: unknown group %q (known: %s, %s)", g, kernel.GroupConsumer, kernel.GroupProvider)
-		}
-	}
-	return &kernel.Activate{Groups: wc.Groups, Keys: wc.Keys, Order: wc.Order}, nil
+	Set     engine.WasmSet
 }

@@ -1,4 +1,7 @@
-package weft
+// Package optin names the integrations weft provides outside the root
+// module's core (Nacos, ZooKeeper), so that a config naming one the program
+// did not add is told how to add it.
+package optin
 
 import (
 	"fmt"
@@ -27,10 +30,10 @@ var optIns = map[string]map[string]optIn{
 	},
 }
 
-// notAdded explains, for the extension name of point that config asks for
+// NotAdded explains, for the extension name of point that config asks for
 // and the program lacks, the opt-in integration that provides it; nil if
 // the name is not one. known are the names the program has.
-func notAdded(point, name string, known []string) error {
+func NotAdded(point, name string, known []string) error {
 	m, ok := optIns[point][name]
 	if !ok {
 		return nil

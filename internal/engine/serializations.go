@@ -1,4 +1,4 @@
-package weft
+package engine
 
 import (
 	"sync"
@@ -18,6 +18,11 @@ type serializations struct {
 }
 
 var _ extension.Serializations = (*serializations)(nil)
+
+// NewSerializations is extension.Serializations over l.
+func NewSerializations(l *kernel.Loader[extension.Serialization]) extension.Serializations {
+	return &serializations{l: l}
+}
 
 func (s *serializations) Serialization(name string) (extension.Serialization, error) {
 	return s.l.Get(name)

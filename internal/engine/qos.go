@@ -1,15 +1,11 @@
-package weft
+package engine
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync/atomic"
-
-	"go.uber.org/fx"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/qos"
@@ -26,63 +22,8 @@ type lifeState struct {
 	srv      atomic.Pointer[qos.Server]
 }
 
-type qosIn struct {
-	fx.In
-	LC  fx.Lifecycle
-	RT  *runtime
-	Log *slog.Logger
-}
-
-// startQoS adds the QoS server to the App's life. New invokes it before the
-// runtime's hook, so fx starts it before anything is exported (the probes
-// answer "not ready" while the App starts) and stops it after everything
-// is unexported (they answer "not ready" while it stops).
-func startQoS(in qosIn) {
-	cfg, rt := in.RT.cfg.QoS, in.RT
-	if !cfg.enabled() {
-		return
-	}
-	in.LC.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			// /metrics is the App's own registry; with metrics off the
-			// QoS server answers it with 404 "metrics disabled".
-			var mh http.Handler
-			if rt.obs != nil && rt.obs.metrics != nil {
-				mh = rt.obs.metrics.Handler()
-			}
-			srv, err := qos.Listen(qos.Config{Addr: cfg.addr(), App: qosApp{rt}, Metrics: mh, Log: in.Log})
-			if err != nil {
-				// Dubbo logs "qos-server can not bind" and starts anyway: a
-				// second App on one host must not fail for want of it.
-				in.Log.Warn("weft: qos: cannot listen; the App runs without its QoS port (no probes, online, offline or /metrics)",
-					"addr", cfg.addr(), "err", err, "fix", "set qos.port to a free port (0: any), or qos.enable: false")
-				return nil
-			}
-			rt.life.srv.Store(srv)
-			in.Log.Info("weft: qos listening", "addr", srv.Addr(), "accept_foreign_ip", cfg.AcceptForeignIP)
-			return nil
-		},
-		OnStop: func(context.Context) error {
-			if srv := rt.life.srv.Swap(nil); srv != nil {
-				return srv.Close()
-			}
-			return nil
-		},
-	})
-}
-
-// QoSAddr is the address the App's QoS server listens on (with the port it
-// got when qos.port is 0), or "" when it is disabled, could not bind, or
-// the App is not running.
-func (a *App) QoSAddr() string {
-	if srv := a.rt.life.srv.Load(); srv != nil {
-		return srv.Addr()
-	}
-	return ""
-}
-
 // qosApp is the App as the QoS server sees it.
-type qosApp struct{ rt *runtime }
+type qosApp struct{ rt *Runtime }
 
 var _ qos.App = qosApp{}
 

@@ -1,4 +1,4 @@
-package weft
+package engine
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func registerMetadataTypes() {
 // its first exported service (its protocol, host and port), group = the
 // application, version 1.0.0, as Dubbo does; the instances registered
 // after point consumers to it.
-func (rt *runtime) exportMetadataService(ctx context.Context, first *kernel.URL) error {
+func (rt *Runtime) exportMetadataService(ctx context.Context, first *kernel.URL) error {
 	app := rt.cfg.Application.Name
 	u := kernel.NewURL(first.Protocol, first.Host, first.Port, registry.MetadataServiceName, map[string]string{
 		kernel.KeyInterface:   registry.MetadataServiceName,
@@ -65,7 +65,7 @@ func (rt *runtime) exportMetadataService(ctx context.Context, first *kernel.URL)
 
 // metadataURL is where the App's MetadataService answers; nil before it is
 // exported.
-func (rt *runtime) metadataURL() *kernel.URL { return rt.metaURL.Load() }
+func (rt *Runtime) metadataURL() *kernel.URL { return rt.metaURL.Load() }
 
 // metadataCallTimeout bounds one getMetadataInfo call, in milliseconds,
 // as dubbo-go's 5 s.
@@ -73,7 +73,7 @@ const metadataCallTimeout = 5000
 
 // fetchMetadata calls getMetadataInfo(revision) on the MetadataService at
 // u: a provider of another App, found by application-level discovery.
-func (rt *runtime) fetchMetadata(ctx context.Context, u *kernel.URL, rev string) (*registry.MetadataInfo, error) {
+func (rt *Runtime) fetchMetadata(ctx context.Context, u *kernel.URL, rev string) (*registry.MetadataInfo, error) {
 	params := map[string]string{kernel.KeyTimeout: strconv.Itoa(metadataCallTimeout), kernel.KeyRetries: "0"}
 	if app := rt.cfg.Application.Name; app != "" {
 		params[kernel.KeyApplication] = app

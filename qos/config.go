@@ -1,21 +1,19 @@
-package weft
+package qos
 
 import (
 	"fmt"
 	"net"
 	"strconv"
-
-	"github.com/weftrpc/weft/qos"
 )
 
-// QoSConfig is Dubbo's QoS server (`qos:` in weft's YAML): Java's
+// Settings is Dubbo's QoS server (`qos:` in weft's YAML): Java's
 // dubbo.application.qos-enable, qos-port and qos-accept-foreign-ip
 // (qos.enable, qos.port, qos.accept.foreign.ip in Dubbo 2.x), with
 // Dubbo's defaults. One port answers telnet and HTTP: the commands (ls,
 // online, offline, ...), Kubernetes' probes (/live, /ready, /startup) and
 // /metrics. dubbo-go 3.3 has no QoS server, so Java's names are the ones a
 // Dubbo user knows.
-type QoSConfig struct {
+type Settings struct {
 	// Enable starts the server; unset: true, as in Dubbo.
 	Enable *bool `koanf:"enable"`
 	// Port to listen on; unset: Dubbo's 22222; 0: a free port (see
@@ -30,37 +28,32 @@ type QoSConfig struct {
 	AcceptForeignIP bool `koanf:"accept_foreign_ip"`
 }
 
-func (c QoSConfig) enabled() bool { return c.Enable == nil || *c.Enable }
+// Enabled says whether the server starts.
+func (c Settings) Enabled() bool { return c.Enable == nil || *c.Enable }
 
-func (c QoSConfig) port() int {
+// ListenPort is the port to listen on, Dubbo's default when unset.
+func (c Settings) ListenPort() int {
 	if c.Port == nil {
-		return qos.DefaultPort
+		return DefaultPort
 	}
 	return *c.Port
 }
 
-// addr is where the server listens.
-func (c QoSConfig) addr() string {
+// Addr is where the server listens.
+func (c Settings) Addr() string {
 	host := "127.0.0.1"
 	if c.AcceptForeignIP {
 		host = ""
 	}
-	return net.JoinHostPort(host, strconv.Itoa(c.port()))
+	return net.JoinHostPort(host, strconv.Itoa(c.ListenPort()))
 }
 
-var ruleQoSPort = valueRule{min: 0, max: 65535,
-	want: "0..65535 (unset: Dubbo's 22222; 0 picks a free port)",
-	fix:  "set a TCP port such as 22222, 0 for any free one, or qos.enable: false"}
-
-// check reports a qos setting out of range, as checkValues does for the
-// others (key path, value, what is allowed, the fix).
-func (c QoSConfig) check() []error {
-	if c.Port == nil {
+// Validate reports a qos setting out of range with its key path, what is
+// allowed and the fix; weft.New runs it with the rest of the config.
+func (c Settings) Validate() []error {
+	if c.Port == nil || *c.Port >= 0 && *c.Port <= 65535 {
 		return nil
 	}
-	r, v := ruleQoSPort, *c.Port
-	if int64(v) >= r.min && int64(v) <= r.max {
-		return nil
-	}
-	return []error{fmt.Errorf("qos.port: %d is not allowed: want %s; %s", v, r.want, r.fix)}
+	return []error{fmt.Errorf("qos.port: %d is not allowed: want 0..65535 (unset: Dubbo's 22222; 0 picks a free port); "+
+		"set a TCP port such as 22222, 0 for any free one, or qos.enable: false", *c.Port)}
 }

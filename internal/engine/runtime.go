@@ -1,10 +1,9 @@
-package weft
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/weftrpc/weft/plugins/threadpool"
 	"log/slog"
 	"net"
 	"sort"
@@ -13,6 +12,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weftrpc/weft/config"
+	"github.com/weftrpc/weft/internal/configcenter"
+	"github.com/weftrpc/weft/internal/observe"
+	"github.com/weftrpc/weft/internal/optin"
+	"github.com/weftrpc/weft/plugins/threadpool"
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
@@ -25,10 +30,10 @@ import (
 	"github.com/weftrpc/weft/registry"
 )
 
-// runtime is what one App exports and refers, built from its Config and its
-// Loaders. Config is checked entirely in newRuntime, before anything starts.
-type runtime struct {
-	cfg       *Config
+// Runtime is what one App exports and refers, built from its Config and its
+// Loaders. The config is checked entirely in New, before anything starts.
+type Runtime struct {
+	cfg       *config.Config
 	log       *slog.Logger
 	protocols *kernel.Loader[extension.Protocol]
 	filters   *kernel.Loader[extension.Filter]
@@ -56,17 +61,17 @@ type runtime struct {
 
 	exporters []extension.Exporter
 
-	reg *bindings
+	reg *Bindings
 	// With a config center, what a changed document may replace while
 	// the App runs (see dynamic.go); all nil/empty without one.
-	cc      *configCenter
-	wasm    wasmSet
+	cc      *configcenter.Center
+	wasm    WasmSet
 	chains  []*serviceChain
 	applyMu sync.Mutex // serialises applies, Config() and stop
 	stopped bool
 	stopCh  chan struct{}
 	drains  sync.WaitGroup
-	obs     *observer // life events for metrics (metrics_plugin.go)
+	obs     *observe.Observer // life events for metrics (metrics_plugin.go)
 }
 
 type exportedURL struct {
@@ -107,120 +112,202 @@ func (r *reference) current() (kernel.Invoker, error) {
 	return *p, nil
 }
 
-// bindings are the Go values an App was given: implementations, stubs and
+// Bindings are the Go values an App was given: implementations, stubs and
 // mock fallbacks, by id.
-type bindings struct {
-	impls map[string]any
-	stubs map[string][]any
-	mocks map[string]any
+type Bindings struct {
+	Impls map[string]any
+	Stubs map[string][]any
+	Mocks map[string]any
 }
 
-func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
-	protocols *kernel.Loader[extension.Protocol], filters *kernel.Loader[extension.Filter],
-	clusters *kernel.Loader[extension.Cluster], lbs *kernel.Loader[extension.LoadBalance],
-	routers *kernel.Loader[extension.RouterFactory], regs *kernel.Loader[extension.RegistryFactory],
-	sds *kernel.Loader[extension.ServiceDiscoveryFactory], sers *kernel.Loader[extension.Serialization],
-	pools *kernel.Loader[extension.ThreadPool],
-	cc *configCenter, wasm wasmSet, obs *observer,
-) (*runtime, error) {
-	rt := &runtime{cfg: cfg, log: log, protocols: protocols, filters: filters, clusters: clusters, lbs: lbs, routers: routers,
-		regs: regs, sds: sds, registryURLs: map[string]*kernel.URL{},
-		refs: map[string]*reference{}, reg: reg, cc: cc, wasm: wasm, stopCh: make(chan struct{}), obs: obs}
+// Deps is what a Runtime is built from: the App's config, the Go values it
+// was given, its Loaders, and its config center (nil without one), WASM
+// filters and observer.
+type Deps struct {
+	Config   *config.Config
+	Bindings *Bindings
+	Log      *slog.Logger
+
+	Protocols      *kernel.Loader[extension.Protocol]
+	Filters        *kernel.Loader[extension.Filter]
+	Clusters       *kernel.Loader[extension.Cluster]
+	LoadBalances   *kernel.Loader[extension.LoadBalance]
+	Routers        *kernel.Loader[extension.RouterFactory]
+	Registries     *kernel.Loader[extension.RegistryFactory]
+	Discoveries    *kernel.Loader[extension.ServiceDiscoveryFactory]
+	Serializations *kernel.Loader[extension.Serialization]
+	ThreadPools    *kernel.Loader[extension.ThreadPool]
+
+	Center   *configcenter.Center
+	Wasm     WasmSet
+	Observer *observe.Observer
+}
+
+// New checks d.Config whole (every name it uses, against the Loaders; every
+// service's implementation and reference's stub) and builds the services
+// and references, reporting every error with its key path.
+func New(d Deps) (*Runtime, error) {
+	cfg, reg := d.Config, d.Bindings
+	rt := &Runtime{cfg: cfg, log: d.Log, protocols: d.Protocols, filters: d.Filters, clusters: d.Clusters, lbs: d.LoadBalances,
+		routers: d.Routers, regs: d.Registries, sds: d.Discoveries, registryURLs: map[string]*kernel.URL{},
+		refs: map[string]*reference{}, reg: reg, cc: d.Center, wasm: d.Wasm, stopCh: make(chan struct{}), obs: d.Observer}
 	registerMetadataTypes()
-	var errs []error
+	c := &checks{d: d}
+	rt.addMocks(c)
+	rt.checkNames(c)
+	rt.buildServices(c)
+	rt.buildReferences(c)
+	for id := range reg.Impls {
+		if !rt.implUsed(id) {
+			rt.log.Debug("weft: implementation registered but not exported by any provider.services entry", "ref", id)
+		}
+	}
+	for id := range reg.Stubs {
+		if _, ok := rt.refs[id]; !ok {
+			c.fail("consumer.references."+id, fmt.Errorf("a stub is registered under %q but the config has no such reference (references: %s)",
+				id, strings.Join(sortedKeys(cfg.Consumer.References), ", ")))
+		}
+	}
+	if len(cfg.Provider.Services) == 0 && len(cfg.Consumer.References) == 0 {
+		if d.Center != nil && !d.Center.Merged() {
+			// check: false and the document not read yet: it may declare
+			// them (they take a restart to apply).
+			rt.log.Warn("weft: no services or references configured yet; the config center's document has not been read",
+				"config_center", d.Center.Where())
+		} else {
+			c.errs = append(c.errs, emptyConfigError(reg))
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, fmt.Errorf("weft: config: %w", errors.Join(c.errs...))
+	}
+	return rt, nil
+}
+
+// checks collects New's errors, each with its key path.
+type checks struct {
+	d    Deps
+	errs []error
+}
+
+func (c *checks) fail(path string, err error) {
+	c.errs = append(c.errs, fmt.Errorf("%s: %w", path, err))
+}
+
+// list checks a filter list's names.
+func (c *checks) list(path, list string) {
+	if err := c.d.Filters.CheckNames(list); err != nil {
+		c.fail(path, err)
+	}
+}
+
+// name checks that name, when set, is an extension of point.
+func (c *checks) name(path, name string, has func(string) bool, names func() []string, point string) {
+	if name != "" && !has(name) {
+		c.fail(path, &kernel.UnknownError{Point: point, Name: name, Known: names()})
+	}
+}
+
+// addMocks makes the mock fallbacks the App was given into invokers that
+// the mock cluster wrapper finds by name.
+func (rt *Runtime) addMocks(c *checks) {
 	fallbacks := map[string]kernel.Invoker{}
-	for name, impl := range reg.mocks {
+	for name, impl := range rt.reg.Mocks {
 		inv, err := proxy.NewServiceInvoker(kernel.NewURL("mock", "", 0, name, nil), impl)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("mock %q: %w", name, err))
+			c.errs = append(c.errs, fmt.Errorf("mock %q: %w", name, err))
 			continue
 		}
 		fallbacks[name] = inv
 	}
-	clusters.AddWrapper(cluster.MockWrapper(func(name string) (kernel.Invoker, bool) {
+	rt.clusters.AddWrapper(cluster.MockWrapper(func(name string) (kernel.Invoker, bool) {
 		iv, ok := fallbacks[name]
 		return iv, ok
 	}))
-	fail := func(path string, err error) { errs = append(errs, fmt.Errorf("%s: %w", path, err)) }
-	checkList := func(path, list string) {
-		if err := filters.CheckNames(list); err != nil {
-			fail(path, err)
-		}
-	}
-	checkName := func(path, name string, has func(string) bool, names func() []string, point string) {
-		if name != "" && !has(name) {
-			fail(path, &kernel.UnknownError{Point: point, Name: name, Known: names()})
-		}
-	}
+}
+
+// checkNames checks every extension name of the App-wide settings (and of
+// services and references where only a name is at stake) and opens the
+// registries' URLs.
+func (rt *Runtime) checkNames(c *checks) {
+	cfg, d := rt.cfg, c.d
+	sers, pools := d.Serializations, d.ThreadPools
 	for id, p := range cfg.Protocols {
-		checkName("protocols."+id+".name", protocolName(id, p), protocols.Has, protocols.Names, "protocol")
-		checkName("protocols."+id+".serialization", p.Serialization, sers.Has, sers.Names, "serialization")
-		checkName("protocols."+id+".threadpool", p.ThreadPool, pools.Has, pools.Names, "threadpool")
+		c.name("protocols."+id+".name", protocolName(id, p), rt.protocols.Has, rt.protocols.Names, "protocol")
+		c.name("protocols."+id+".serialization", p.Serialization, sers.Has, sers.Names, "serialization")
+		c.name("protocols."+id+".threadpool", p.ThreadPool, pools.Has, pools.Names, "threadpool")
 	}
 	for id, sc := range cfg.Provider.Services {
-		checkName("provider.services."+id+".serialization", sc.Serialization, sers.Has, sers.Names, "serialization")
+		c.name("provider.services."+id+".serialization", sc.Serialization, sers.Has, sers.Names, "serialization")
 	}
 	for id, rc := range cfg.Consumer.References {
-		checkName("consumer.references."+id+".serialization", rc.Serialization, sers.Has, sers.Names, "serialization")
+		c.name("consumer.references."+id+".serialization", rc.Serialization, sers.Has, sers.Names, "serialization")
 	}
 	for _, id := range sortedKeys(cfg.Registries) {
-		addr := cfg.Registries[id].Address
 		path := "registries." + id + ".address"
-		u, err := kernel.ParseURL(addr)
+		u, err := kernel.ParseURL(cfg.Registries[id].Address)
 		if err != nil {
-			fail(path, err)
+			c.fail(path, err)
 			continue
 		}
-		if !regs.Has(u.Protocol) {
-			if err := notAdded("registry", u.Protocol, regs.Names()); err != nil {
-				fail(path, err)
+		if !rt.regs.Has(u.Protocol) {
+			if err := optin.NotAdded("registry", u.Protocol, rt.regs.Names()); err != nil {
+				c.fail(path, err)
 				continue
 			}
-			fail(path, &kernel.UnknownError{Point: "registry", Name: u.Protocol, Known: regs.Names()})
+			c.fail(path, &kernel.UnknownError{Point: "registry", Name: u.Protocol, Known: rt.regs.Names()})
 			continue
 		}
 		rt.registryURLs[id] = u
 	}
 	if err := registry.CheckModes(cfg.Application.RegisterMode, cfg.Application.MigrationStep); err != nil {
-		fail("application", err)
+		c.fail("application", err)
 	}
 	if cfg.Application.RegisterMode == registry.RegisterInstance && cfg.Application.Name == "" && len(cfg.Provider.Services) > 0 {
-		fail("application.name", errors.New("register_mode instance registers the application's instances: name the application (application.name), or use register_mode interface"))
+		c.fail("application.name", errors.New("register_mode instance registers the application's instances: name the application (application.name), or use register_mode interface"))
 	}
-	checkList("provider.filter", cfg.Provider.Filter)
-	checkList("consumer.filter", cfg.Consumer.Filter)
-	checkName("consumer.cluster", cfg.Consumer.Cluster, clusters.Has, clusters.Names, "cluster")
-	checkName("consumer.loadbalance", cfg.Consumer.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+	c.list("provider.filter", cfg.Provider.Filter)
+	c.list("consumer.filter", cfg.Consumer.Filter)
+	c.name("consumer.cluster", cfg.Consumer.Cluster, rt.clusters.Has, rt.clusters.Names, "cluster")
+	c.name("consumer.loadbalance", cfg.Consumer.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
+}
 
-	for _, id := range sortedKeys(cfg.Provider.Services) {
-		sc := cfg.Provider.Services[id]
+// buildServices checks and builds each provider.services entry.
+func (rt *Runtime) buildServices(c *checks) {
+	for _, id := range sortedKeys(rt.cfg.Provider.Services) {
+		sc := rt.cfg.Provider.Services[id]
 		path := "provider.services." + id
-		checkList(path+".filter", sc.Filter)
+		c.list(path+".filter", sc.Filter)
 		for m, mc := range sc.Methods {
-			checkName(path+".methods."+m+".loadbalance", mc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+			c.name(path+".methods."+m+".loadbalance", mc.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
 		}
-		s, err := rt.buildService(id, sc, reg)
+		s, err := rt.buildService(id, sc, rt.reg)
 		if err != nil {
-			fail(path, err)
+			c.fail(path, err)
 			continue
 		}
 		rt.services = append(rt.services, s)
 	}
-	for _, id := range sortedKeys(cfg.Consumer.References) {
-		rc := cfg.Consumer.References[id]
+}
+
+// buildReferences checks and builds each consumer.references entry, and
+// fills the stubs registered for it.
+func (rt *Runtime) buildReferences(c *checks) {
+	for _, id := range sortedKeys(rt.cfg.Consumer.References) {
+		rc := rt.cfg.Consumer.References[id]
 		path := "consumer.references." + id
-		checkList(path+".filter", rc.Filter)
-		checkName(path+".cluster", rc.Cluster, clusters.Has, clusters.Names, "cluster")
-		checkName(path+".loadbalance", rc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+		c.list(path+".filter", rc.Filter)
+		c.name(path+".cluster", rc.Cluster, rt.clusters.Has, rt.clusters.Names, "cluster")
+		c.name(path+".loadbalance", rc.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
 		for m, mc := range rc.Methods {
-			checkName(path+".methods."+m+".loadbalance", mc.LoadBalance, lbs.Has, lbs.Names, "loadbalance")
+			c.name(path+".methods."+m+".loadbalance", mc.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
 		}
 		if err := registry.CheckModes("", rc.MigrationStep); err != nil {
-			fail(path+".migration_step", err)
+			c.fail(path+".migration_step", err)
 		}
-		r, err := rt.buildReference(cfg, id, rc)
+		r, err := rt.buildReference(rt.cfg, id, rc)
 		if err == nil {
-			r.stubs = reg.stubs[id]
+			r.stubs = rt.reg.Stubs[id]
 			for _, stub := range r.stubs {
 				if err = proxy.Fill(stub, r.current); err != nil {
 					break
@@ -228,60 +315,27 @@ func newRuntime(cfg *Config, reg *bindings, log *slog.Logger,
 			}
 		}
 		if err != nil {
-			fail(path, err)
+			c.fail(path, err)
 			continue
 		}
 		rt.refs[id] = r
 		rt.refIDs = append(rt.refIDs, id)
 	}
-	for id := range reg.impls {
-		if !rt.implUsed(id) {
-			log.Debug("weft: implementation registered but not exported by any provider.services entry", "ref", id)
-		}
-	}
-	for id := range reg.stubs {
-		if _, ok := rt.refs[id]; !ok {
-			fail("consumer.references."+id, fmt.Errorf("a stub is registered under %q but the config has no such reference (references: %s)",
-				id, strings.Join(sortedKeys(cfg.Consumer.References), ", ")))
-		}
-	}
-	if len(cfg.Provider.Services) == 0 && len(cfg.Consumer.References) == 0 {
-		if cc != nil && !documentMerged(cc) {
-			// check: false and the document not read yet: it may declare
-			// them (they take a restart to apply).
-			log.Warn("weft: no services or references configured yet; the config center's document has not been read",
-				"config_center", cc.where())
-		} else {
-			errs = append(errs, emptyConfigError(reg))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
-	}
-	return rt, nil
-}
-
-// documentMerged says whether New merged a (non-empty) document of the
-// config center; with check: false it may not have been read.
-func documentMerged(cc *configCenter) bool {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return cc.merged != ""
 }
 
 // emptyConfigError says that an App has nothing to export and nothing to
 // refer: it would start, idle and silent.
-func emptyConfigError(reg *bindings) error {
+func emptyConfigError(reg *Bindings) error {
 	msg := "no services or references configured, so there is nothing to export or refer: " +
 		"declare provider.services.<id> (its implementation registered with weft.WithService) " +
 		"or consumer.references.<id>; see the quick start in README.md (apps/examples/quickstart/weft.yaml)"
-	if len(reg.impls) > 0 {
-		msg += "; implementations registered but not exported: " + strings.Join(sortedKeys(reg.impls), ", ")
+	if len(reg.Impls) > 0 {
+		msg += "; implementations registered but not exported: " + strings.Join(sortedKeys(reg.Impls), ", ")
 	}
 	return errors.New(msg)
 }
 
-func (rt *runtime) implUsed(ref string) bool {
+func (rt *Runtime) implUsed(ref string) bool {
 	for _, s := range rt.services {
 		if refName(s.id, rt.cfg.Provider.Services[s.id]) == ref {
 			return true
@@ -290,14 +344,14 @@ func (rt *runtime) implUsed(ref string) bool {
 	return false
 }
 
-func refName(id string, sc ServiceConfig) string {
+func refName(id string, sc config.Service) string {
 	if sc.Ref != "" {
 		return sc.Ref
 	}
 	return id
 }
 
-func protocolName(id string, p ProtocolConfig) string {
+func protocolName(id string, p config.Protocol) string {
 	if p.Name != "" {
 		return p.Name
 	}
@@ -305,28 +359,28 @@ func protocolName(id string, p ProtocolConfig) string {
 }
 
 // protocolFor resolves a protocol id of the config, or a bare extension name.
-func (rt *runtime) protocolFor(id string) (ProtocolConfig, error) {
+func (rt *Runtime) protocolFor(id string) (config.Protocol, error) {
 	if p, ok := rt.cfg.Protocols[id]; ok {
 		p.Name = protocolName(id, p)
 		return p, nil
 	}
 	if rt.protocols.Has(id) {
-		return ProtocolConfig{Name: id}, nil
+		return config.Protocol{Name: id}, nil
 	}
 	ids := sortedKeys(rt.cfg.Protocols)
-	return ProtocolConfig{}, fmt.Errorf("protocol %q is neither a configured protocol id (%s) nor a protocol extension (known: %s)",
+	return config.Protocol{}, fmt.Errorf("protocol %q is neither a configured protocol id (%s) nor a protocol extension (known: %s)",
 		id, strings.Join(ids, ", "), strings.Join(rt.protocols.Names(), ", "))
 }
 
-func (rt *runtime) buildService(id string, sc ServiceConfig, reg *bindings) (*service, error) {
+func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*service, error) {
 	if sc.Interface == "" {
 		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
 	}
 	ref := refName(id, sc)
-	impl, ok := reg.impls[ref]
+	impl, ok := reg.Impls[ref]
 	if !ok {
 		return nil, fmt.Errorf("no implementation registered as %q (registered: %s); pass weft.WithService(%q, impl)",
-			ref, strings.Join(sortedKeys(reg.impls), ", "), ref)
+			ref, strings.Join(sortedKeys(reg.Impls), ", "), ref)
 	}
 	pc := rt.cfg.Provider
 	params := map[string]string{
@@ -406,7 +460,7 @@ func (rt *runtime) buildService(id string, sc ServiceConfig, reg *bindings) (*se
 
 // buildReference makes the reference id of cfg, not yet referred and
 // without stubs.
-func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*reference, error) {
+func (rt *Runtime) buildReference(cfg *config.Config, id string, rc config.Reference) (*reference, error) {
 	if rc.Interface == "" {
 		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
 	}
@@ -506,7 +560,7 @@ func (rt *runtime) buildReference(cfg *Config, id string, rc ReferenceConfig) (*
 // buildRouters makes a reference's router chain: the configured rules,
 // and the tag router, always on (it passes untagged traffic through) unless
 // a tag rule takes its place.
-func (rt *runtime) buildRouters(rc ReferenceConfig) ([]extension.Router, error) {
+func (rt *Runtime) buildRouters(rc config.Reference) ([]extension.Router, error) {
 	var routers []extension.Router
 	hasTag := false
 	for i, rcfg := range rc.Routers {
@@ -551,7 +605,7 @@ func (rt *runtime) buildRouters(rc ReferenceConfig) ([]extension.Router, error) 
 // already, into an invoker: the protocol's invoker and the per-invoker
 // filters. Static references and the registry layer's directories both
 // refer through it.
-func (rt *runtime) referOne(ctx context.Context, t *kernel.URL) (kernel.Invoker, error) {
+func (rt *Runtime) referOne(ctx context.Context, t *kernel.URL) (kernel.Invoker, error) {
 	p, err := rt.protocols.Get(t.Protocol)
 	if err != nil {
 		return nil, err
@@ -571,7 +625,7 @@ func (rt *runtime) referOne(ctx context.Context, t *kernel.URL) (kernel.Invoker,
 
 // router builds the router a router URL describes; its protocol names the
 // factory.
-func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
+func (rt *Runtime) router(u *kernel.URL) (extension.Router, error) {
 	f, err := rt.routers.Get(u.Protocol)
 	if err != nil {
 		return nil, err
@@ -579,11 +633,11 @@ func (rt *runtime) router(u *kernel.URL) (extension.Router, error) {
 	return f.GetRouter(u)
 }
 
-func (rt *runtime) start(ctx context.Context) error {
+func (rt *Runtime) start(ctx context.Context) error {
 	began := time.Now()
 	layer, err := registry.Open(rt.registryURLs, registry.Options{
 		Log: rt.log, Registries: rt.regs, Discoveries: rt.sds,
-		Events: registry.Events{Registered: rt.obs.registered, Subscribed: rt.obs.subscribed, Notified: rt.obs.notified},
+		Events: registry.Events{Registered: rt.obs.Registered, Subscribed: rt.obs.Subscribed, Notified: rt.obs.Notified},
 		App:    rt.cfg.Application.Name, RegisterMode: rt.cfg.Application.RegisterMode, MigrationStep: rt.cfg.Application.MigrationStep,
 		Fetch: rt.fetchMetadata, MetadataURL: rt.metadataURL,
 	})
@@ -651,7 +705,7 @@ func (rt *runtime) start(ctx context.Context) error {
 
 // export exports one service on its protocol and returns the URL to
 // publish: with the port its server really got.
-func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) (*kernel.URL, error) {
+func (rt *Runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) (*kernel.URL, error) {
 	u := inner.URL()
 	p, err := rt.protocols.Get(u.Protocol)
 	if err != nil {
@@ -696,7 +750,7 @@ func (rt *runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 }
 
 // registrations lists the App's registrations (none before start).
-func (rt *runtime) registrations() []registry.Registration {
+func (rt *Runtime) registrations() []registry.Registration {
 	if rt.layer == nil {
 		return nil
 	}
@@ -707,7 +761,7 @@ func (rt *runtime) registrations() []registry.Registration {
 // whose ids are in ids, leaving them exported: QoS's online and offline.
 // It returns the service keys it was asked to change; a registry that fails
 // leaves that registration as it was, and says so in the error.
-func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) ([]string, error) {
+func (rt *Runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) ([]string, error) {
 	verb, what := "unregister", "offline"
 	if on {
 		verb, what = "register", "online"
@@ -734,7 +788,7 @@ func (rt *runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) 
 	return keys, err
 }
 
-func (rt *runtime) refer(ctx context.Context, r *reference) error {
+func (rt *Runtime) refer(ctx context.Context, r *reference) error {
 	iv, rd, err := rt.join(ctx, r)
 	if err != nil {
 		return err
@@ -763,7 +817,7 @@ func (rt *runtime) refer(ctx context.Context, r *reference) error {
 // join builds r's invoker: its directory (static, or a RegistryDirectory rd
 // that the caller connects to the registries), routers, cluster and
 // cluster-scoped filters. It sets r.dir.
-func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, rd *cluster.RegistryDirectory, err error) {
+func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, rd *cluster.RegistryDirectory, err error) {
 	// One consumer list, split by scope: cluster-scoped filters run once per
 	// call before routing; the others around each provider's invoker.
 	chain, err := rt.filters.Activate(r.url, kernel.KeyReferenceFilter, kernel.GroupConsumer)
@@ -814,7 +868,7 @@ func (rt *runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 
 // stop releases references first, then unexports: calls in flight finish
 // against services that are still there.
-func (rt *runtime) stop(ctx context.Context) error {
+func (rt *Runtime) stop(ctx context.Context) error {
 	// Not ready from the first moment, before anything leaves: a
 	// Kubernetes Service stops sending while the registries catch up.
 	rt.life.stopping.Store(true)
@@ -912,7 +966,7 @@ func firstString(a, b string) string {
 	return b
 }
 
-func setMethods(params map[string]string, methods map[string]MethodConfig) {
+func setMethods(params map[string]string, methods map[string]config.Method) {
 	for m, mc := range methods {
 		setInt(params, m+"."+kernel.KeyTimeout, mc.Timeout)
 		if mc.Retries != nil {

@@ -1,4 +1,4 @@
-package weft
+package engine
 
 import (
 	"bytes"

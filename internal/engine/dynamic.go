@@ -1,4 +1,4 @@
-package weft
+package engine
 
 import (
 	"context"
@@ -9,14 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftrpc/weft/config"
 	"github.com/weftrpc/weft/extension"
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/proxy"
 )
 
-// wasmSet is the App's WASM filters by name, for config changes.
-type wasmSet map[string]*wasmfilter.Filter
+// WasmSet is the App's WASM filters by name, for config changes.
+type WasmSet map[string]*wasmfilter.Filter
 
 // serviceChain is an exported service's filter chain, replaceable while
 // the service is exported: the exporter holds this invoker, calls read the
@@ -54,7 +55,7 @@ func (l *liveInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (kerne
 const drainLimit = time.Minute
 
 // retire destroys a replaced reference invoker once its calls are done.
-func (rt *runtime) retire(iv kernel.Invoker) {
+func (rt *Runtime) retire(iv kernel.Invoker) {
 	rt.drains.Add(1)
 	go func() {
 		defer rt.drains.Done()
@@ -78,45 +79,43 @@ func (rt *runtime) retire(iv kernel.Invoker) {
 	}()
 }
 
-func (rt *runtime) watchConfig() {
+func (rt *Runtime) watchConfig() {
 	if rt.cc != nil {
-		rt.cc.attach(rt.onConfig)
+		rt.cc.Attach(rt.onConfig)
 	}
 }
 
-func (rt *runtime) unwatchConfig() {
+func (rt *Runtime) unwatchConfig() {
 	if rt.cc != nil {
-		rt.cc.attach(nil)
+		rt.cc.Attach(nil)
 	}
 }
 
 // onConfig applies a new version of the document. A document that does
 // not decode, or names an unknown extension, changes nothing.
-func (rt *runtime) onConfig(extension.ConfigChangedEvent) {
+func (rt *Runtime) onConfig(extension.ConfigChangedEvent) {
 	// The latest version, whichever event brought us here: two deliveries
 	// racing (a replay at start and a push) both end on it.
-	rt.cc.mu.Lock()
-	ev := *rt.cc.latest
-	rt.cc.mu.Unlock()
-	rt.obs.configChanged(ev, rt.cc.url.String())
-	next, err := rt.cc.merge(ev.Content)
+	ev := rt.cc.Latest()
+	rt.obs.ConfigChanged(ev, rt.cc.URL().String())
+	next, err := rt.cc.Merge(ev.Content)
 	if err != nil {
-		rt.obs.configApplied(false, false, err)
+		rt.obs.ConfigApplied(false, false, err)
 		rt.log.Error("weft: config center document rejected; the running config stays", "err", err)
 		return
 	}
 	report, err := rt.apply(next)
-	rt.obs.configApplied(len(report.applied) > 0, len(report.restart) > 0, err)
+	rt.obs.ConfigApplied(len(report.applied) > 0, len(report.restart) > 0, err)
 	switch {
 	case err != nil:
-		rt.log.Error("weft: config center change rejected; the running config stays", "config_center", rt.cc.where(), "err", err)
+		rt.log.Error("weft: config center change rejected; the running config stays", "config_center", rt.cc.Where(), "err", err)
 	case len(report.applied) == 0 && len(report.restart) == 0:
 	default:
 		if len(report.applied) > 0 {
-			rt.log.Info("weft: config center change applied", "config_center", rt.cc.where(), "applied", strings.Join(report.applied, ", "))
+			rt.log.Info("weft: config center change applied", "config_center", rt.cc.Where(), "applied", strings.Join(report.applied, ", "))
 		}
 		if len(report.restart) > 0 {
-			rt.log.Warn("weft: config center change needs a restart; not applied", "config_center", rt.cc.where(), "keys", strings.Join(report.restart, ", "))
+			rt.log.Warn("weft: config center change needs a restart; not applied", "config_center", rt.cc.Where(), "keys", strings.Join(report.restart, ", "))
 		}
 	}
 }
@@ -134,8 +133,8 @@ type applyReport struct {
 // applyRun is one apply: the config it moves from and to, the report, and
 // what it will commit once every part checked out.
 type applyRun struct {
-	rt             *runtime
-	old, next, eff *Config
+	rt             *Runtime
+	old, next, eff *config.Config
 	rep            applyReport
 	errs           []error
 	commits        []func()
@@ -144,7 +143,7 @@ type applyRun struct {
 func (ar *applyRun) restart(path string) { ar.rep.restart = append(ar.rep.restart, path) }
 func (ar *applyRun) applied(path string) { ar.rep.applied = append(ar.rep.applied, path) }
 
-func (rt *runtime) apply(next *Config) (applyReport, error) {
+func (rt *Runtime) apply(next *config.Config) (applyReport, error) {
 	rt.applyMu.Lock()
 	defer rt.applyMu.Unlock()
 	if rt.stopped {
@@ -332,7 +331,7 @@ func (ar *applyRun) wasmFilters() {
 }
 
 // checkReference checks the extension names of a reference's new settings.
-func checkReference(rt *runtime, cfg *Config, path string, rc ReferenceConfig) error {
+func checkReference(rt *Runtime, cfg *config.Config, path string, rc config.Reference) error {
 	var errs []error
 	check := func(at string, err error) {
 		if err != nil {
@@ -360,7 +359,7 @@ func checkReference(rt *runtime, cfg *Config, path string, rc ReferenceConfig) e
 // already made finish on the old invoker, which is destroyed after them. A
 // discovering reference keeps its registry subscription: the new directory
 // starts from the providers known now.
-func (rt *runtime) rerefer(r, nr *reference) {
+func (rt *Runtime) rerefer(r, nr *reference) {
 	iv, rd, err := rt.join(context.Background(), nr)
 	if err != nil {
 		rt.log.Error("weft: config center: reference not referred again; the old one stays", "reference", r.id, "err", err)
@@ -390,7 +389,7 @@ func unionKeys[V any](a, b map[string]V) []string {
 }
 
 // cloneConfig copies cfg deep enough that apply can change its maps.
-func cloneConfig(cfg *Config) *Config {
+func cloneConfig(cfg *config.Config) *config.Config {
 	c := *cfg
 	c.Provider.Services = cloneMap(cfg.Provider.Services)
 	c.Consumer.References = cloneMap(cfg.Consumer.References)

@@ -1,4 +1,4 @@
-package weft
+package engine
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // A document that does not parse is rejected with its reason logged, and
 // the rule it would replace stays; a deleted document removes its rule.
 type governance struct {
-	rt       *runtime
+	rt       *Runtime
 	ref      string
 	dc       extension.DynamicConfiguration
 	consumer *kernel.URL
@@ -59,11 +59,11 @@ const tagRulePriority = -100
 const ruleReadTimeout = 5 * time.Second
 
 // startGovernance watches the rules of r, if the App has a config center.
-func (rt *runtime) startGovernance(r *reference) {
+func (rt *Runtime) startGovernance(r *reference) {
 	if rt.cc == nil {
 		return
 	}
-	g := &governance{rt: rt, ref: r.id, dc: rt.cc.dc, consumer: r.url, host: r.url.Host}
+	g := &governance{rt: rt, ref: r.id, dc: rt.cc.Dynamic(), consumer: r.url, host: r.url.Host}
 	key := gov.RuleKeyOf(r.url)
 	g.svcCondKey, g.svcCfgKey = gov.ConditionRouterKey(key), gov.ConfiguratorsKey(key)
 	if app := rt.cfg.Application.Name; app != "" {

@@ -1,17 +1,15 @@
-package weft
+package metrics
 
 import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/weftrpc/weft/plugins/filter/metrics"
 )
 
-// MetricsConfig is Dubbo's `metrics` block, with dubbo-go's key names:
+// Config is Dubbo's `metrics` block, with dubbo-go's key names:
 //
 //	metrics:
-//	  enable: true              # default true (see metricsDefaultOn)
+//	  enable: true              # default true (see DefaultOn)
 //	  protocol: prometheus      # the only one
 //	  prometheus:
 //	    exporter: {enabled: false}  # true: serve /metrics on its own port
@@ -25,64 +23,65 @@ import (
 //	    buckets-ms: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
 //
 // The QoS server serves the same metrics at /metrics on the QoS port
-// ((*App).MetricsHandler); the exporter is for Apps without one.
-type MetricsConfig struct {
-	Enable      *bool                    `koanf:"enable"`
-	Protocol    string                   `koanf:"protocol"`
-	Port        *int                     `koanf:"port"`
-	Path        string                   `koanf:"path"`
-	Prometheus  MetricsPrometheusConfig  `koanf:"prometheus"`
-	Aggregation MetricsAggregationConfig `koanf:"aggregation"`
-	Histogram   MetricsHistogramConfig   `koanf:"histogram"`
+// (weft's App.MetricsHandler); the exporter is for Apps without one.
+type Config struct {
+	Enable      *bool             `koanf:"enable"`
+	Protocol    string            `koanf:"protocol"`
+	Port        *int              `koanf:"port"`
+	Path        string            `koanf:"path"`
+	Prometheus  PrometheusConfig  `koanf:"prometheus"`
+	Aggregation AggregationConfig `koanf:"aggregation"`
+	Histogram   HistogramConfig   `koanf:"histogram"`
 }
 
-// MetricsPrometheusConfig is dubbo-go's metrics.prometheus.
-type MetricsPrometheusConfig struct {
-	Exporter MetricsExporterConfig `koanf:"exporter"`
+// PrometheusConfig is dubbo-go's metrics.prometheus.
+type PrometheusConfig struct {
+	Exporter ExporterConfig `koanf:"exporter"`
 }
 
-// MetricsExporterConfig is dubbo-go's metrics.prometheus.exporter.
-type MetricsExporterConfig struct {
+// ExporterConfig is dubbo-go's metrics.prometheus.exporter.
+type ExporterConfig struct {
 	Enabled bool `koanf:"enabled"`
 }
 
-// MetricsAggregationConfig is dubbo-go's metrics.aggregation.
-type MetricsAggregationConfig struct {
+// AggregationConfig is dubbo-go's metrics.aggregation.
+type AggregationConfig struct {
 	Enabled           *bool `koanf:"enabled"`
 	BucketNum         int   `koanf:"bucket-num"`
 	TimeWindowSeconds int   `koanf:"time-window-seconds"`
 }
 
-// MetricsHistogramConfig is Dubbo Java's metrics.histogram.
-type MetricsHistogramConfig struct {
+// HistogramConfig is Dubbo Java's metrics.histogram.
+type HistogramConfig struct {
 	BucketsMs []float64 `koanf:"buckets-ms"`
 }
 
-// metricsDefaultOn: metrics are on unless `metrics.enable: false`, as in
+// DefaultOn: metrics are on unless `metrics.enable: false`, as in
 // Dubbo 3, because they cost so little: the filter takes about 150 ns per
 // call and side and allocates nothing (BenchmarkFilter in
 // plugins/filter/metrics), which on an echo round trip over loopback of
 // some 20 µs is within the noise of a shared 2-core machine, well above
 // 97% of the calls/s with metrics off, with the same 34 allocations per
 // call (BenchmarkMetricsEcho in test/).
-const metricsDefaultOn = true
+const DefaultOn = true
 
 // Dubbo-go's defaults.
 const (
-	defaultMetricsPort = 9090
-	defaultMetricsPath = "/metrics"
+	DefaultPort = 9090
+	DefaultPath = "/metrics"
 )
 
-func (c MetricsConfig) enabled() bool {
+// Enabled says whether the App keeps metrics.
+func (c Config) Enabled() bool {
 	if c.Enable == nil {
-		return metricsDefaultOn
+		return DefaultOn
 	}
 	return *c.Enable
 }
 
-// check reports the settings that have no meaning, by key path, with what
-// is wanted and the fix, as config.go's checks do.
-func (c MetricsConfig) check() []error {
+// Validate reports the settings that have no meaning, by key path, with what
+// is wanted and the fix, as the rest of the config's checks do.
+func (c Config) Validate() []error {
 	var errs []error
 	bad := func(path string, v any, want, fix string) {
 		errs = append(errs, fmt.Errorf("%s: %v is not allowed: want %s; %s", path, v, want, fix))
@@ -114,12 +113,12 @@ func (c MetricsConfig) check() []error {
 	return errs
 }
 
-// options are the metrics package's options for an App of cfg.
-func (c MetricsConfig) options(app ApplicationConfig) metrics.Options {
+// Options are the collector's options for the application name and version.
+func (c Config) Options(name, version string) Options {
 	a := c.Aggregation
-	return metrics.Options{
-		Application:        app.Name,
-		ApplicationVersion: app.Version,
+	return Options{
+		Application:        name,
+		ApplicationVersion: version,
 		BucketsMs:          c.Histogram.BucketsMs,
 		Aggregation:        a.Enabled == nil || *a.Enabled,
 		Window:             time.Duration(a.TimeWindowSeconds) * time.Second,
@@ -127,17 +126,19 @@ func (c MetricsConfig) options(app ApplicationConfig) metrics.Options {
 	}
 }
 
-func (c MetricsConfig) exporterAddr() string {
-	port := defaultMetricsPort
+// ExporterAddr is where the exporter of its own listens.
+func (c Config) ExporterAddr() string {
+	port := DefaultPort
 	if c.Port != nil {
 		port = *c.Port
 	}
 	return fmt.Sprintf(":%d", port)
 }
 
-func (c MetricsConfig) path() string {
+// MetricsPath is the HTTP path of the metrics.
+func (c Config) MetricsPath() string {
 	if c.Path == "" {
-		return defaultMetricsPath
+		return DefaultPath
 	}
 	return c.Path
 }

@@ -1,0 +1,148 @@
+package wasmfilter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Settings is the `wasm:` block of weft's config: the filters written in
+// WebAssembly (sdk/ABI.md). Each is checked (Validate) and compiled (Build)
+// when the App is built, so a bad one fails weft.New with its key path.
+type Settings struct {
+	// Filters are keyed by the filter's extension name, the name filter
+	// lists use (`filter: "wasm-authz,default"`).
+	Filters map[string]FilterSettings `koanf:"filters"`
+}
+
+// FilterSettings declares one WASM filter (`wasm.filters.<name>`). It activates like a native
+// filter: with Groups (and Keys) it joins the activated set of those groups
+// at Order; without Groups it runs only where a filter list names it.
+type FilterSettings struct {
+	// Path is the module file. A relative path set by a config file is
+	// relative to that file's directory (weft.LoadConfig makes it absolute), one
+	// set by a YAML string or a WEFT_* variable to the working directory.
+	// It is watched: a new file replaces the module without a restart.
+	Path   string   `koanf:"path"`
+	Groups []string `koanf:"groups"`
+	Keys   []string `koanf:"keys"`
+	Order  int      `koanf:"order"`
+	// MaxMemoryPages caps each instance's memory in 64 KiB pages (default
+	// 512, 32 MiB).
+	MaxMemoryPages int `koanf:"max_memory_pages"`
+	// Timeout (ms) bounds each guest callback of a call that has no deadline
+	// of its own (default 1000); a call's deadline applies when it has one.
+	Timeout int `koanf:"timeout"`
+	// MaxInstances caps the module's instances (idle, busy and starting,
+	// the pool's spare included); a call that finds all busy waits for one
+	// until its deadline (Timeout without one), then fails as limit
+	// exceeded. 0 or unset: no cap, instances made as concurrent calls need
+	// them.
+	MaxInstances int `koanf:"max_instances"`
+	// Config is the filter's own configuration, given to the guest as JSON
+	// by get_config.
+	Config map[string]any `koanf:"config"`
+}
+
+// Validate reports the settings of every filter that have no meaning, by
+// key path, with what is allowed and the fix.
+func (s Settings) Validate() []error {
+	var errs []error
+	bad := func(path string, v int, want, fix string) {
+		errs = append(errs, fmt.Errorf("%s: %d is not allowed: want %s; %s", path, v, want, fix))
+	}
+	for _, name := range sortedNames(s.Filters) {
+		fc, path := s.Filters[name], "wasm.filters."+name
+		if fc.MaxMemoryPages < 0 || fc.MaxMemoryPages > 65536 {
+			bad(path+".max_memory_pages", fc.MaxMemoryPages, "0..65536 pages of 64 KiB, 65536 being wasm32's 4 GiB (0 or unset: the default 512, 32 MiB)",
+				"set the memory cap of an instance in pages, e.g. max_memory_pages: 512")
+		}
+		if fc.Timeout < 0 {
+			bad(path+".timeout", fc.Timeout, ">= 0 ms (0 or unset: the default 1000 ms)", "set the ms each guest callback may take, or remove the key")
+		}
+		if fc.MaxInstances < 0 || int64(fc.MaxInstances) > 1<<31-1 {
+			bad(path+".max_instances", fc.MaxInstances, ">= 0 instances (0 or unset: no cap, instances made as concurrent calls need them)",
+				"set the most instances of the module at once, e.g. max_instances: 8, or 0 for no cap")
+		}
+	}
+	return errs
+}
+
+// Activation is the filter's Activate: nil (it runs only where a filter
+// list names it) without groups.
+func (fc FilterSettings) Activation() (*kernel.Activate, error) {
+	if len(fc.Groups) == 0 {
+		if len(fc.Keys) > 0 {
+			return nil, errors.New("keys without groups: keys narrow the activation of groups; add groups: [provider] or [consumer]")
+		}
+		return nil, nil
+	}
+	for _, g := range fc.Groups {
+		if g != kernel.GroupProvider && g != kernel.GroupConsumer {
+			return nil, fmt.Errorf("groups: unknown group %q (known: %s, %s)", g, kernel.GroupConsumer, kernel.GroupProvider)
+		}
+	}
+	return &kernel.Activate{Groups: fc.Groups, Keys: fc.Keys, Order: fc.Order}, nil
+}
+
+// Declared is one filter that Build compiled.
+type Declared struct {
+	Filter   *Filter
+	Activate *kernel.Activate
+	// Source is the key that declared it (wasm.filters.<name>).
+	Source string
+}
+
+// Build compiles and checks every declared filter, in name order, when the
+// App is built rather than on first use, so that a missing file or a module
+// that breaks the ABI fails weft.New with its key path, like any other
+// config error. The filters share one counter store (per App: counters are
+// never global). On an error, those already made are closed.
+func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, error) {
+	counters := NewCounters()
+	var out []Declared
+	var errs []error
+	for _, name := range sortedNames(s.Filters) {
+		fc, path := s.Filters[name], "wasm.filters."+name
+		act, err := fc.Activation()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		if fc.Path == "" {
+			errs = append(errs, fmt.Errorf("%s.path: the module file is required", path))
+			continue
+		}
+		f, err := New(ctx, Config{
+			Name: name, Path: fc.Path, MaxMemoryPages: uint32(fc.MaxMemoryPages),
+			Timeout: time.Duration(fc.Timeout) * time.Millisecond, Settings: fc.Config,
+			MaxInstances: fc.MaxInstances, Log: log, Counters: counters,
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		out = append(out, Declared{Filter: f, Activate: act, Source: path})
+	}
+	if len(errs) > 0 {
+		for _, d := range out {
+			d.Filter.Close()
+		}
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+func sortedNames(m map[string]FilterSettings) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
