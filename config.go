@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -113,7 +112,7 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 		}
 		file, _ := s.(fileSource)
 		for _, key := range one.Keys() {
-			if name, ok := wasmPathKey(key); ok {
+			if name, ok := wasmfilter.PathKey(key); ok {
 				wasmFrom[name] = string(file)
 			}
 		}
@@ -138,45 +137,10 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	if errs := cfg.Validate(k.Exists); len(errs) > 0 {
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
 	}
-	if err := resolveWasmPaths(&cfg, wasmFrom); err != nil {
+	if err := cfg.Wasm.ResolvePaths(wasmFrom); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
-}
-
-// wasmPathKey reports whether a flattened key is wasm.filters.<name>.path,
-// and the name. (A path key inside a filter's free-form config has more
-// levels, and is not one.)
-func wasmPathKey(key string) (string, bool) {
-	name, ok := strings.CutPrefix(key, "wasm.filters.")
-	if !ok {
-		return "", false
-	}
-	name, ok = strings.CutSuffix(name, ".path")
-	return name, ok && name != "" && !strings.Contains(name, ".")
-}
-
-// resolveWasmPaths makes a relative wasm.filters.<name>.path set by a config
-// file relative to that file's directory, as an absolute path: a config file
-// and the modules it names are deployed together, wherever the App is started
-// from, and an absolute path stays right if the working directory changes
-// while the App runs (the file is polled for reloads). A path from a YAML
-// string or the environment has no file to be relative to and stays relative
-// to the working directory.
-func resolveWasmPaths(cfg *Config, from map[string]string) error {
-	for name, wc := range cfg.Wasm.Filters {
-		file := from[name]
-		if file == "" || wc.Path == "" || filepath.IsAbs(wc.Path) {
-			continue
-		}
-		dir, err := filepath.Abs(filepath.Dir(file))
-		if err != nil {
-			return fmt.Errorf("weft: config: wasm.filters.%s.path: cannot resolve %q against the directory of %s: %w", name, wc.Path, file, err)
-		}
-		wc.Path = filepath.Join(dir, wc.Path)
-		cfg.Wasm.Filters[name] = wc
-	}
-	return nil
 }
 
 // ConfigFiles returns sources for YAML files, merged in the given order.

@@ -6,62 +6,37 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 
+	"github.com/weftrpc/weft/internal/builtin"
 	"github.com/weftrpc/weft/internal/engine"
-	"github.com/weftrpc/weft/plugins/serialization/hessian2"
-	"github.com/weftrpc/weft/plugins/threadpool"
 
 	"go.uber.org/fx"
 
-	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
-	"github.com/weftrpc/weft/plugins/filter/accesslog"
-	"github.com/weftrpc/weft/plugins/filter/activelimit"
-	ctxfilter "github.com/weftrpc/weft/plugins/filter/context"
-	"github.com/weftrpc/weft/plugins/filter/echo"
-	"github.com/weftrpc/weft/plugins/filter/exception"
-	"github.com/weftrpc/weft/plugins/filter/executelimit"
-	"github.com/weftrpc/weft/plugins/filter/generic"
-	"github.com/weftrpc/weft/plugins/filter/timeout"
-	"github.com/weftrpc/weft/plugins/filter/token"
-	"github.com/weftrpc/weft/plugins/filter/tps"
-	"github.com/weftrpc/weft/plugins/protocol/dubbo"
-	"github.com/weftrpc/weft/plugins/protocol/injvm"
-	"github.com/weftrpc/weft/plugins/protocol/triple"
-	"github.com/weftrpc/weft/plugins/registry/embedded"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 // Extension is one named implementation of the extension point T, as an App
 // receives it: a side-effect-free constructor plus, for activatable points
 // (filters), when it activates by itself.
-type Extension[T any] struct {
-	Name     string
-	New      kernel.Factory[T]
-	Activate *kernel.Activate
+type Extension[T any] = builtin.Ext[T]
 
-	// source is the config key that declared the extension (a WASM
-	// filter's wasm.filters.<name>), so that a clash of names says where.
-	source string
+// groupFor is the fx value group that collects the extensions of point T
+// (a plugin provides an Extension[T] into it), false for a type that is no
+// point. The group is named after the point's interface.
+func groupFor[T any]() (string, bool) {
+	var zero *T
+	switch any(zero).(type) {
+	case *extension.Protocol, *extension.Filter, *extension.Cluster, *extension.LoadBalance, *extension.RouterFactory,
+		*extension.RegistryFactory, *extension.ServiceDiscoveryFactory, *extension.DynamicConfigurationFactory,
+		*extension.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool:
+		return `group:"weft.` + strings.ToLower(reflect.TypeFor[T]().Name()) + `"`, true
+	}
+	return "", false
 }
-
-// The fx value groups that collect each point's extensions. A plugin is an
-// fx.Option that provides an Extension[T] into its group.
-const (
-	groupProtocol      = `group:"weft.protocol"`
-	groupFilter        = `group:"weft.filter"`
-	groupCluster       = `group:"weft.cluster"`
-	groupLoadBalance   = `group:"weft.loadbalance"`
-	groupRouter        = `group:"weft.router"`
-	groupRegistry      = `group:"weft.registry"`
-	groupDiscovery     = `group:"weft.servicediscovery"`
-	groupConfig        = `group:"weft.configcenter"`
-	groupSpanExport    = `group:"weft.spanexporter"`
-	groupSerialization = `group:"weft.serialization"`
-	groupThreadPool    = `group:"weft.threadpool"`
-)
 
 func groupOf[T any]() string {
 	g, ok := groupFor[T]()
@@ -69,36 +44,6 @@ func groupOf[T any]() string {
 		panic("weft: no extension group for this type")
 	}
 	return g
-}
-
-// groupFor is the value group of point T, false for a type that is none.
-func groupFor[T any]() (string, bool) {
-	var zero *T
-	switch any(zero).(type) {
-	case *extension.Protocol:
-		return groupProtocol, true
-	case *extension.Filter:
-		return groupFilter, true
-	case *extension.Cluster:
-		return groupCluster, true
-	case *extension.LoadBalance:
-		return groupLoadBalance, true
-	case *extension.RouterFactory:
-		return groupRouter, true
-	case *extension.RegistryFactory:
-		return groupRegistry, true
-	case *extension.ServiceDiscoveryFactory:
-		return groupDiscovery, true
-	case *extension.DynamicConfigurationFactory:
-		return groupConfig, true
-	case *extension.SpanExporterFactory:
-		return groupSpanExport, true
-	case *extension.Serialization:
-		return groupSerialization, true
-	case *extension.ThreadPool:
-		return groupThreadPool, true
-	}
-	return "", false
 }
 
 // plugin turns ctor, a function (taking any of the App's components: a
@@ -178,163 +123,43 @@ func Provide[T any](name string, ctor func(h Host) (T, error), act *kernel.Activ
 	}, fx.ResultTags(group)))}
 }
 
-func value[T any](v T) kernel.Factory[T] { return func() (T, error) { return v, nil } }
+func value[T any](v T) kernel.Factory[T] { return builtin.Value(v) }
 
-// builtins are the plugins every App has; options may add more.
+// builtins are the extensions every App has (internal/builtin lists them);
+// options may add more.
 func builtins() fx.Option {
 	return fx.Options(
-		plugin[extension.Protocol](func() Extension[extension.Protocol] {
-			return Extension[extension.Protocol]{Name: injvm.Name, New: func() (extension.Protocol, error) { return injvm.New(), nil }}
-		}),
-
-		// dubbo and tri over transport-netty, with TLS when config has it.
-		netProtocolPlugin(dubbo.Name, func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol {
-			p := dubbo.New(log)
-			if t != nil {
-				p = dubbo.NewTLS(log, t)
+		// dubbo and tri load their TLS material while the App is built, so
+		// that a bad file fails weft.New, not the first call.
+		builtinsOf[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) ([]Extension[extension.Protocol], error) {
+			var t *netty.TLS
+			if tc := cfg.TLS.Transport(); !tc.IsZero() {
+				var err error
+				if t, err = netty.NewTLS(tc, log); err != nil {
+					return nil, fmt.Errorf("weft: config: tls: %w", err)
+				}
 			}
-			return p.WithSerializations(sers).WithThreadPools(pools)
+			return builtin.Protocols(log, t, engine.NewSerializations(sl), tl.Get), nil
 		}),
-		netProtocolPlugin(triple.Name, func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol {
-			p := triple.New(log)
-			if t != nil {
-				p = triple.NewTLS(log, t)
-			}
-			return p.WithSerializations(sers).WithThreadPools(pools)
-		}),
-		// Dubbo's four thread pools (`threadpool` of a protocol).
-		threadPoolPlugin(threadpool.Fixed),
-		threadPoolPlugin(threadpool.Cached),
-		threadPoolPlugin(threadpool.Limited),
-		threadPoolPlugin(threadpool.Eager),
-		// Dubbo's default serialization; plugins add others by name
-		// (`serialization` on a protocol, service or reference).
-		plugin[extension.Serialization](func() Extension[extension.Serialization] {
-			return Extension[extension.Serialization]{Name: hessian2.Name, New: value[extension.Serialization](hessian2.New())}
-		}),
-
-		plugin[extension.Filter](func() Extension[extension.Filter] {
-			// Generic calls are resolved around the whole chain (runtime's
-			// export, generic.Wrap); the name stays for lists that name it.
-			return Extension[extension.Filter]{Name: generic.Name, New: value(generic.New())}
-		}),
-		plugin[extension.Filter](func() Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: echo.Name, New: value(echo.New()), Activate: echo.Activation()}
-		}),
-		plugin[extension.Filter](func() Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: token.Name, New: value(token.New()), Activate: token.Activation()}
-		}),
-		plugin[extension.Filter](func() Extension[extension.Filter] {
-			// New per App: its windows are the App's.
-			return Extension[extension.Filter]{Name: tps.Name, New: func() (extension.Filter, error) { return tps.New(), nil }, Activate: tps.Activation()}
-		}),
-		plugin[extension.Filter](func() Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: ctxfilter.Name, New: value(ctxfilter.New()), Activate: ctxfilter.Activation()}
-		}),
-		plugin[extension.Filter](func() Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: ctxfilter.ConsumerName, New: value(ctxfilter.NewConsumer()), Activate: ctxfilter.ConsumerActivation()}
-		}),
-		plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: timeout.Name, New: value(timeout.New(log)), Activate: timeout.Activation()}
-		}),
-		plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: accesslog.Name, Activate: accesslog.Activation(),
-				New: func() (extension.Filter, error) { return accesslog.New(log), nil }}
-		}),
-		plugin[extension.Filter](func(log *slog.Logger) Extension[extension.Filter] {
-			// New per App: its log limiter is the App's.
-			return Extension[extension.Filter]{Name: exception.Name, Activate: exception.Activation(),
-				New: func() (extension.Filter, error) { return exception.New(log), nil }}
-		}),
-		plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: executelimit.Name, New: value(executelimit.New(st)), Activate: executelimit.Activation()}
-		}),
-		plugin[extension.Filter](func(st *kernel.StatusStore) Extension[extension.Filter] {
-			return Extension[extension.Filter]{Name: activelimit.Name, New: value(activelimit.New(st)), Activate: activelimit.Activation()}
-		}),
-
-		plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
-			return Extension[extension.RouterFactory]{Name: cluster.ConditionRouterName, New: value[extension.RouterFactory](cluster.ConditionRouterFactory{})}
-		}),
-		plugin[extension.RouterFactory](func() Extension[extension.RouterFactory] {
-			return Extension[extension.RouterFactory]{Name: cluster.TagRouterName, New: value[extension.RouterFactory](cluster.TagRouterFactory{})}
-		}),
-
+		builtinsOf[extension.ThreadPool](builtin.ThreadPools),
+		builtinsOf[extension.Serialization](builtin.Serializations),
+		builtinsOf[extension.Filter](builtin.Filters),
+		builtinsOf[extension.RouterFactory](builtin.Routers),
+		builtinsOf[extension.RegistryFactory](builtin.Registries),
+		builtinsOf[extension.ServiceDiscoveryFactory](builtin.Discoveries),
+		builtinsOf[extension.Cluster](builtin.Clusters),
+		builtinsOf[extension.LoadBalance](builtin.LoadBalances),
 		fx.Provide(wasmFilters),
 		metricsPlugin(),
-
 		tracingPlugins(),
-
-		plugin[extension.RegistryFactory](func(log *slog.Logger) Extension[extension.RegistryFactory] {
-			return Extension[extension.RegistryFactory]{Name: embedded.Name, New: value[extension.RegistryFactory](&embedded.Factory{Log: log})}
-		}),
-		plugin[extension.ServiceDiscoveryFactory](func(log *slog.Logger) Extension[extension.ServiceDiscoveryFactory] {
-			return Extension[extension.ServiceDiscoveryFactory]{Name: embedded.Name, New: value[extension.ServiceDiscoveryFactory](embedded.DiscoveryFactory{Log: log})}
-		}),
-
-		// Nacos (registry and config center) is not built in: nacos-sdk-go
-		// and the Alibaba Cloud modules it pulls cost every program ~10 MB
-		// of RSS at init. A program adds it with nacos.Plugin() of
-		// registry-nacos; a config that names it without tells how
-		// (optin.go).
-
-		clusterPlugin(cluster.Failover, cluster.NewFailover),
-		clusterPlugin(cluster.Failfast, cluster.NewFailfast),
-		clusterPlugin(cluster.Failsafe, cluster.NewFailsafe),
-		clusterPlugin(cluster.Failback, cluster.NewFailback),
-		clusterPlugin(cluster.Forking, cluster.NewForking),
-		clusterPlugin(cluster.Broadcast, cluster.NewBroadcast),
-		clusterPlugin(cluster.Available, cluster.NewAvailable),
-		plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
-			return Extension[extension.LoadBalance]{Name: cluster.Random, New: value(cluster.NewRandom())}
-		}),
-		plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
-			return Extension[extension.LoadBalance]{Name: cluster.RoundRobin, New: func() (extension.LoadBalance, error) { return cluster.NewRoundRobin(), nil }}
-		}),
-		plugin[extension.LoadBalance](func() Extension[extension.LoadBalance] {
-			return Extension[extension.LoadBalance]{Name: cluster.ConsistentHash, New: func() (extension.LoadBalance, error) { return cluster.NewConsistentHash(), nil }}
-		}),
-		plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
-			return Extension[extension.LoadBalance]{Name: cluster.LeastActive, New: func() (extension.LoadBalance, error) { return cluster.NewLeastActive(st), nil }}
-		}),
-		plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
-			return Extension[extension.LoadBalance]{Name: cluster.ShortestResponse, New: func() (extension.LoadBalance, error) { return cluster.NewShortestResponse(st), nil }}
-		}),
-		plugin[extension.LoadBalance](func(st *kernel.StatusStore) Extension[extension.LoadBalance] {
-			return Extension[extension.LoadBalance]{Name: cluster.P2C, New: func() (extension.LoadBalance, error) { return cluster.NewP2C(st), nil }}
-		}),
 	)
 }
 
-// netProtocolPlugin is a protocol on transport-netty: its TLS material
-// loads while the App is built, so that a bad file fails weft.New, not the
-// first call; it finds serializations and thread pools by name in the
-// App's Loaders.
-func netProtocolPlugin(name string, ctor func(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) extension.Protocol) fx.Option {
-	return plugin[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) (Extension[extension.Protocol], error) {
-		var t *netty.TLS
-		if !cfg.TLS.Transport().IsZero() {
-			var err error
-			if t, err = netty.NewTLS(cfg.TLS.Transport(), log); err != nil {
-				return Extension[extension.Protocol]{}, fmt.Errorf("weft: config: tls: %w", err)
-			}
-		}
-		sers := engine.NewSerializations(sl)
-		return Extension[extension.Protocol]{Name: name, New: func() (extension.Protocol, error) { return ctor(log, t, sers, tl.Get), nil }}, nil
-	})
-}
-
-func threadPoolPlugin(name string) fx.Option {
-	return plugin[extension.ThreadPool](func() Extension[extension.ThreadPool] {
-		tp, _ := threadpool.New(name)
-		return Extension[extension.ThreadPool]{Name: name, New: value(tp)}
-	})
-}
-
-func clusterPlugin(name string, ctor func(*kernel.Loader[extension.LoadBalance], *slog.Logger) extension.Cluster) fx.Option {
-	return plugin[extension.Cluster](func(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) Extension[extension.Cluster] {
-		return Extension[extension.Cluster]{Name: name, New: func() (extension.Cluster, error) { return ctor(lbs, log), nil }}
-	})
+// builtinsOf provides the extensions of point T that ctor (a function of
+// the App's components returning []Extension[T]) lists.
+func builtinsOf[T any](ctor any) fx.Option {
+	g := groupOf[T]()
+	return fx.Provide(fx.Annotate(ctor, fx.ResultTags(g[:len(g)-1]+`,flatten"`)))
 }
 
 // loaders builds one Loader per point from its group. Each Loader closes its
@@ -366,8 +191,8 @@ func loader[T any](point, def string) fx.Option {
 		// plugin's is reported at its key path, whichever registers first.
 		sources := map[string]string{}
 		for _, e := range exts {
-			if e.source != "" {
-				sources[e.Name] = e.source
+			if e.Source != "" {
+				sources[e.Name] = e.Source
 			}
 		}
 		for _, e := range exts {
@@ -397,7 +222,7 @@ func wasmFilters(cfg *Config, log *slog.Logger, lc fx.Lifecycle, cl *closers) (w
 	}
 	out := wasmOut{Set: engine.WasmSet{}}
 	for _, d := range declared {
-		out.Filters = append(out.Filters, Extension[extension.Filter]{Name: d.Filter.Name(), New: value[extension.Filter](d.Filter), Activate: d.Activate, source: d.Source})
+		out.Filters = append(out.Filters, Extension[extension.Filter]{Name: d.Filter.Name(), New: value[extension.Filter](d.Filter), Activate: d.Activate, Source: d.Source})
 		out.Set[d.Filter.Name()] = d.Filter
 	}
 	closeAll := func(context.Context) error {

@@ -1,7 +1,6 @@
 package weft
 
 import (
-	"context"
 	"log/slog"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -84,19 +83,19 @@ func tracingPlugins() fx.Option {
 		fx.Provide(newTracing),
 		plugin[extension.Filter](func(t *tracer.Tracing, log *slog.Logger) Extension[extension.Filter] {
 			if !t.On {
-				return offFilter(tracing.ServerName, log)
+				return Extension[extension.Filter]{Name: tracing.ServerName, New: tracer.Off(tracing.ServerName, log)}
 			}
 			return Extension[extension.Filter]{Name: tracing.ServerName, New: value(tracing.NewServer(t.Provider, t.Propagator)), Activate: tracing.ServerActivation()}
 		}),
 		plugin[extension.Filter](func(t *tracer.Tracing, log *slog.Logger) Extension[extension.Filter] {
 			if !t.On {
-				return offFilter(tracing.ClientName, log)
+				return Extension[extension.Filter]{Name: tracing.ClientName, New: tracer.Off(tracing.ClientName, log)}
 			}
 			return Extension[extension.Filter]{Name: tracing.ClientName, New: value(tracing.NewClient(t.Provider, t.Propagator)), Activate: tracing.ClientActivation()}
 		}),
 		plugin[extension.Filter](func(t *tracer.Tracing, log *slog.Logger) Extension[extension.Filter] {
 			if !t.On {
-				return offFilter(tracing.PeerName, log)
+				return Extension[extension.Filter]{Name: tracing.PeerName, New: tracer.Off(tracing.PeerName, log)}
 			}
 			return Extension[extension.Filter]{Name: tracing.PeerName, New: value(tracing.NewPeer()), Activate: tracing.ClientActivation()}
 		}),
@@ -104,16 +103,4 @@ func tracingPlugins() fx.Option {
 			return Extension[extension.SpanExporterFactory]{Name: tracer.NoneExporter, New: value(tracer.None())}
 		}),
 	)
-}
-
-// offFilter is a tracing filter while tracing is off: it never activates,
-// and where a filter list names it, it passes calls through, saying so once
-// when the chain is built.
-func offFilter(name string, log *slog.Logger) Extension[extension.Filter] {
-	return Extension[extension.Filter]{Name: name, New: func() (extension.Filter, error) {
-		log.Warn("weft: a filter list names "+name+" but tracing is off; it passes calls through: set tracing.enable: true to trace", "filter", name)
-		return extension.FilterFunc(func(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
-			return next.Invoke(ctx, inv)
-		}), nil
-	}}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/weftrpc/weft/kernel"
@@ -88,6 +90,41 @@ func (fc FilterSettings) Activation() (*kernel.Activate, error) {
 		}
 	}
 	return &kernel.Activate{Groups: fc.Groups, Keys: fc.Keys, Order: fc.Order}, nil
+}
+
+// PathKey reports whether a flattened key is wasm.filters.<name>.path,
+// and the name. (A path key inside a filter's free-form config has more
+// levels, and is not one.)
+func PathKey(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, "wasm.filters.")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(name, ".path")
+	return name, ok && name != "" && !strings.Contains(name, ".")
+}
+
+// ResolvePaths makes a relative wasm.filters.<name>.path set by a config
+// file relative to that file's directory, as an absolute path: a config file
+// and the modules it names are deployed together, wherever the App is started
+// from, and an absolute path stays right if the working directory changes
+// while the App runs (the file is polled for reloads). A path from a YAML
+// string or the environment has no file to be relative to and stays relative
+// to the working directory.
+func (s Settings) ResolvePaths(from map[string]string) error {
+	for name, wc := range s.Filters {
+		file := from[name]
+		if file == "" || wc.Path == "" || filepath.IsAbs(wc.Path) {
+			continue
+		}
+		dir, err := filepath.Abs(filepath.Dir(file))
+		if err != nil {
+			return fmt.Errorf("weft: config: wasm.filters.%s.path: cannot resolve %q against the directory of %s: %w", name, wc.Path, file, err)
+		}
+		wc.Path = filepath.Join(dir, wc.Path)
+		s.Filters[name] = wc
+	}
+	return nil
 }
 
 // Declared is one filter that Build compiled.

@@ -67,6 +67,7 @@ func TestLayering(t *testing.T) {
 		// config, QoS's view of the App, the MetadataService) composes
 		// every layer below the root; its helpers have one role each.
 		"internal/engine":       {w + "kernel", w + "extension", w + "config", w + "cluster", w + "governance", w + "registry", w + "proxy", w + "qos", w + "filters-wasm", w + "plugins/", w + "internal/"},
+		"internal/builtin":      {w + "kernel", w + "extension", w + "cluster", w + "plugins/", w + "transport-netty"},
 		"internal/configcenter": {w + "kernel", w + "extension", w + "config", w + "internal/optin"},
 		"internal/observe":      {w + "kernel", w + "extension", w + "filters-wasm", w + "transport-netty", w + "plugins/filter/metrics", w + "plugins/protocol/dubbo"},
 		"internal/tracer":       {w + "kernel", w + "extension", w + "plugins/filter/tracing"},

@@ -133,3 +133,15 @@ type noneExporter struct{}
 
 func (noneExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (noneExporter) Shutdown(context.Context) error                             { return nil }
+
+// Off is a tracing filter while tracing is off: it never activates, and
+// where a filter list names it, it passes calls through, saying so once
+// when the chain is built.
+func Off(name string, log *slog.Logger) kernel.Factory[extension.Filter] {
+	return func() (extension.Filter, error) {
+		log.Warn("weft: a filter list names "+name+" but tracing is off; it passes calls through: set tracing.enable: true to trace", "filter", name)
+		return extension.FilterFunc(func(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+			return next.Invoke(ctx, inv)
+		}), nil
+	}
+}
