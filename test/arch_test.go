@@ -76,7 +76,7 @@ func TestLayering(t *testing.T) {
 		"registry-zookeeper":    {"github.com/weftrpc/weft", w + "kernel", w + "extension", w + "registry"},
 		// Rule documents build on cluster's routers and matchers; cluster
 		// knows no rule document (its list above has no governance).
-		"governance": {w + "kernel", w + "cluster"},
+		"governance": {w + "kernel", w + "extension", w + "cluster", w + "registry"},
 	}
 	allowed := func(layer, rel, p string) bool {
 		if !strings.HasPrefix(p, "github.com/weftrpc/weft") {

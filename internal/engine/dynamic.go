@@ -265,7 +265,7 @@ func (ar *applyRun) consumer() {
 				r.routers = routers
 				if r.gov != nil {
 					// The governance rules' routers stay beside them.
-					r.gov.retarget(r.dir, routers)
+					r.gov.Retarget(r.dir, routers)
 				} else {
 					r.dir.SetRouters(routers)
 				}
@@ -370,7 +370,7 @@ func (rt *Runtime) rerefer(r, nr *reference) {
 	}
 	r.url, r.targets, r.routers, r.dir = nr.url, nr.targets, nr.routers, nr.dir
 	if r.gov != nil {
-		r.gov.retarget(nr.dir, nr.routers)
+		r.gov.Retarget(nr.dir, nr.routers)
 	}
 	if old := r.invoker.Swap(&iv); old != nil {
 		rt.retire(*old)

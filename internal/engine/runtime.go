@@ -21,6 +21,7 @@ import (
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
+	gov "github.com/weftrpc/weft/governance"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/generic"
 	"github.com/weftrpc/weft/plugins/filter/token"
@@ -101,7 +102,7 @@ type reference struct {
 	sub *registry.Subscription
 	// gov applies Dubbo Admin's rules from the config center; nil
 	// without one.
-	gov *governance
+	gov *gov.Rules
 }
 
 func (r *reference) current() (kernel.Invoker, error) {
@@ -800,7 +801,11 @@ func (rt *Runtime) refer(ctx context.Context, r *reference) error {
 		}
 	}
 	r.invoker.Store(&iv)
-	rt.startGovernance(r)
+	if rt.cc != nil {
+		// Dubbo Admin's rules from the config center, watched while
+		// the reference lives.
+		r.gov = gov.Watch(rt.cc.Dynamic(), rt.log, r.id, r.url, rt.cfg.Application.Name, r.dir, r.routers)
+	}
 	if rd != nil {
 		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(),
 			"registries", strings.Join(rt.layer.IDs(), ","), "providers", len(rd.Invokers()))
@@ -904,7 +909,7 @@ func (rt *Runtime) stop(ctx context.Context) error {
 	for i := len(rt.refIDs) - 1; i >= 0; i-- {
 		r := rt.refs[rt.refIDs[i]]
 		if r.gov != nil {
-			r.gov.close()
+			r.gov.Close()
 		}
 		if p := r.invoker.Swap(nil); p != nil {
 			(*p).Destroy()

@@ -1,18 +1,18 @@
-package engine
+package governance
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
-	gov "github.com/weftrpc/weft/governance"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/registry"
 )
 
-// governance is one reference's share of Dubbo Admin's rules: the
+// Rules is one reference's share of Dubbo Admin's rules: the
 // documents an operator writes into the config center (group dubbo) under
 // Dubbo's keys, watched while the App runs and applied to the reference's
 // directory as they change:
@@ -28,8 +28,8 @@ import (
 //
 // A document that does not parse is rejected with its reason logged, and
 // the rule it would replace stays; a deleted document removes its rule.
-type governance struct {
-	rt       *Runtime
+type Rules struct {
+	log      *slog.Logger
 	ref      string
 	dc       extension.DynamicConfiguration
 	consumer *kernel.URL
@@ -40,11 +40,11 @@ type governance struct {
 	mu      sync.Mutex
 	dir     extension.RoutedDirectory
 	static  []extension.Router // the reference's own routers (config)
-	svcCond *gov.ConditionRulesRouter
-	appCond *gov.ConditionRulesRouter
+	svcCond *ConditionRulesRouter
+	appCond *ConditionRulesRouter
 	tag     *cluster.TagRouter
-	svcCfg  gov.Configurators
-	appCfg  gov.Configurators
+	svcCfg  Configurators
+	appCfg  Configurators
 	tagApp  string // the provider application whose tag rule is watched
 	tagKey  string
 	closed  bool
@@ -58,50 +58,50 @@ const tagRulePriority = -100
 // ruleReadTimeout bounds the first read of each rule document.
 const ruleReadTimeout = 5 * time.Second
 
-// startGovernance watches the rules of r, if the App has a config center.
-func (rt *Runtime) startGovernance(r *reference) {
-	if rt.cc == nil {
-		return
+// Watch starts applying the rules of the reference ref (its consumer URL,
+// the consumer application app) from dc to its directory dir, which keeps
+// the reference's own routers (static) beside the rules' ones.
+func Watch(dc extension.DynamicConfiguration, log *slog.Logger, ref string, consumer *kernel.URL, app string,
+	dir extension.RoutedDirectory, static []extension.Router) *Rules {
+	g := &Rules{log: log, ref: ref, dc: dc, consumer: consumer, host: consumer.Host}
+	key := RuleKeyOf(consumer)
+	g.svcCondKey, g.svcCfgKey = ConditionRouterKey(key), ConfiguratorsKey(key)
+	if app != "" {
+		g.appCondKey, g.appCfgKey = ConditionRouterKey(app), ConfiguratorsKey(app)
 	}
-	g := &governance{rt: rt, ref: r.id, dc: rt.cc.Dynamic(), consumer: r.url, host: r.url.Host}
-	key := gov.RuleKeyOf(r.url)
-	g.svcCondKey, g.svcCfgKey = gov.ConditionRouterKey(key), gov.ConfiguratorsKey(key)
-	if app := rt.cfg.Application.Name; app != "" {
-		g.appCondKey, g.appCfgKey = gov.ConditionRouterKey(app), gov.ConfiguratorsKey(app)
-	}
-	g.retarget(r.dir, r.routers)
+	g.Retarget(dir, static)
 	for _, k := range []string{g.svcCondKey, g.appCondKey, g.svcCfgKey, g.appCfgKey} {
 		if k != "" {
 			g.watch(k)
 		}
 	}
-	r.gov = g
+	return g
 }
 
 // watch listens to the document under key, then reads it: no change is
 // missed between the two, and one seen twice applies the same rule twice.
-func (g *governance) watch(key string) {
-	if err := g.dc.AddListener(key, gov.GovernanceGroup, g); err != nil {
-		g.rt.log.Warn("weft: governance: cannot watch a rule document; it does not apply", "reference", g.ref, "key", key, "err", err)
+func (g *Rules) watch(key string) {
+	if err := g.dc.AddListener(key, GovernanceGroup, g); err != nil {
+		g.log.Warn("weft: governance: cannot watch a rule document; it does not apply", "reference", g.ref, "key", key, "err", err)
 		return
 	}
 	g.mu.Lock()
 	g.watched = append(g.watched, key)
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ruleReadTimeout)
-	content, err := g.dc.GetConfig(ctx, key, gov.GovernanceGroup)
+	content, err := g.dc.GetConfig(ctx, key, GovernanceGroup)
 	cancel()
 	if err != nil {
-		g.rt.log.Warn("weft: governance: cannot read a rule document; it applies once it changes", "reference", g.ref, "key", key, "err", err)
+		g.log.Warn("weft: governance: cannot read a rule document; it applies once it changes", "reference", g.ref, "key", key, "err", err)
 		return
 	}
 	if content != "" {
-		g.Process(extension.ConfigChangedEvent{Key: key, Group: gov.GovernanceGroup, Content: content})
+		g.Process(extension.ConfigChangedEvent{Key: key, Group: GovernanceGroup, Content: content})
 	}
 }
 
 // Process applies one document's change.
-func (g *governance) Process(ev extension.ConfigChangedEvent) {
+func (g *Rules) Process(ev extension.ConfigChangedEvent) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -111,14 +111,14 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 	var err error
 	switch ev.Key {
 	case g.svcCondKey, g.appCondKey:
-		var router *gov.ConditionRulesRouter
+		var router *ConditionRulesRouter
 		if !ev.Deleted {
-			prio := gov.ServiceConditionRouterPriority
+			prio := ServiceConditionRouterPriority
 			if ev.Key == g.appCondKey {
-				prio = gov.AppConditionRouterPriority
+				prio = AppConditionRouterPriority
 			}
-			var rules *gov.ConditionRules
-			if rules, err = gov.ParseConditionRules(ev.Key, data); err == nil {
+			var rules *ConditionRules
+			if rules, err = ParseConditionRules(ev.Key, data); err == nil {
 				router = rules.Router(prio)
 			}
 		}
@@ -133,7 +133,7 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 		var router *cluster.TagRouter
 		if !ev.Deleted {
 			var rules *cluster.TagRules
-			if rules, err = gov.ParseTagRules(ev.Key, data); err == nil {
+			if rules, err = ParseTagRules(ev.Key, data); err == nil {
 				router = rules.Router(tagRulePriority)
 			}
 		}
@@ -141,10 +141,10 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 			g.tag = router
 		}
 	case g.svcCfgKey, g.appCfgKey:
-		var cfgs gov.Configurators
+		var cfgs Configurators
 		if !ev.Deleted {
-			var rules *gov.OverrideRules
-			if rules, err = gov.ParseOverrideRules(ev.Key, data); err == nil {
+			var rules *OverrideRules
+			if rules, err = ParseOverrideRules(ev.Key, data); err == nil {
 				cfgs = rules.Configurators
 			}
 		}
@@ -159,20 +159,20 @@ func (g *governance) Process(ev extension.ConfigChangedEvent) {
 		return
 	}
 	if err != nil {
-		g.rt.log.Warn("weft: governance: rule rejected; the rule it would replace stays", "reference", g.ref, "key", ev.Key, "err", err)
+		g.log.Warn("weft: governance: rule rejected; the rule it would replace stays", "reference", g.ref, "key", ev.Key, "err", err)
 		return
 	}
 	what := "applied"
 	if ev.Deleted {
 		what = "removed"
 	}
-	g.rt.log.Info("weft: governance: rule "+what, "reference", g.ref, "key", ev.Key)
+	g.log.Info("weft: governance: rule "+what, "reference", g.ref, "key", ev.Key)
 	g.applyLocked(ev.Key == g.svcCfgKey || ev.Key == g.appCfgKey)
 }
 
-// retarget points the rules at a new directory (the reference was referred
+// Retarget points the rules at a new directory (the reference was referred
 // again after a config change) with the reference's own routers.
-func (g *governance) retarget(dir extension.RoutedDirectory, static []extension.Router) {
+func (g *Rules) Retarget(dir extension.RoutedDirectory, static []extension.Router) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dir, g.static = dir, static
@@ -183,7 +183,7 @@ func (g *governance) retarget(dir extension.RoutedDirectory, static []extension.
 // tag rule's router in place of the default tag router when there is one,
 // then the condition rules'. reconfigure runs the directory's providers
 // through the override rules again (they changed, or the directory is new).
-func (g *governance) applyLocked(reconfigure bool) {
+func (g *Rules) applyLocked(reconfigure bool) {
 	if g.dir == nil {
 		return
 	}
@@ -215,7 +215,7 @@ func (g *governance) applyLocked(reconfigure bool) {
 // configure is the directory's override step: the consumer application's
 // rules, then the service's, as Java orders them. It also notes the
 // providers' application, whose tag rule applies.
-func (g *governance) configure(urls []*kernel.URL) []*kernel.URL {
+func (g *Rules) configure(urls []*kernel.URL) []*kernel.URL {
 	g.mu.Lock()
 	app, svc := g.appCfg, g.svcCfg
 	closed := g.closed
@@ -228,39 +228,39 @@ func (g *governance) configure(urls []*kernel.URL) []*kernel.URL {
 	if len(app) == 0 && len(svc) == 0 {
 		return urls
 	}
-	return gov.ConfigureProviders(urls, g.host, app, svc)
+	return ConfigureProviders(urls, g.host, app, svc)
 }
 
 // followTagRule watches <app>.tag-router once the providers' application
 // is known (or changes). The watch runs on its own goroutine: configure
 // runs inside the directory's notification, which must not wait on the
 // config center.
-func (g *governance) followTagRule(app string) {
+func (g *Rules) followTagRule(app string) {
 	g.mu.Lock()
 	if g.tagApp == app || g.closed {
 		g.mu.Unlock()
 		return
 	}
 	old := g.tagKey
-	g.tagApp, g.tagKey, g.tag = app, gov.TagRouterKey(app), nil
+	g.tagApp, g.tagKey, g.tag = app, TagRouterKey(app), nil
 	key := g.tagKey
 	g.mu.Unlock()
 	go func() {
 		if old != "" {
-			g.dc.RemoveListener(old, gov.GovernanceGroup, g)
+			g.dc.RemoveListener(old, GovernanceGroup, g)
 		}
 		g.watch(key)
 	}()
 }
 
-// close stops watching.
-func (g *governance) close() {
+// Close stops watching.
+func (g *Rules) Close() {
 	g.mu.Lock()
 	g.closed = true
 	keys := g.watched
 	g.watched = nil
 	g.mu.Unlock()
 	for _, k := range keys {
-		g.dc.RemoveListener(k, gov.GovernanceGroup, g)
+		g.dc.RemoveListener(k, GovernanceGroup, g)
 	}
 }
