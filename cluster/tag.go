@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -350,4 +351,11 @@ func filterInvokers(invokers []kernel.Invoker, keep func(*kernel.URL) bool) []ke
 		}
 	}
 	return invokers
+}
+
+// IsTagRouter says whether r is a tag router (the default one or a tag
+// rule's): a chain has one, and a tag rule's takes the default's place.
+func IsTagRouter(r extension.Router) bool {
+	_, ok := r.(*TagRouter)
+	return ok
 }

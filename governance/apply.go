@@ -189,7 +189,7 @@ func (g *Rules) applyLocked(reconfigure bool) {
 	}
 	routers := make([]extension.Router, 0, len(g.static)+3)
 	for _, r := range g.static {
-		if _, isTag := r.(*cluster.TagRouter); isTag && g.tag != nil {
+		if cluster.IsTagRouter(r) && g.tag != nil {
 			continue
 		}
 		routers = append(routers, r)
