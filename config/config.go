@@ -291,39 +291,24 @@ type valueRule struct {
 	want, fix  string
 }
 
-// The ranges. "Inherited" means a service or reference setting falls back
-// to provider.* or consumer.*, a method setting to its service or reference.
+// The ranges. Most settings are counts or durations >= 0 whose 0 (or
+// absence) means the default; at service, reference and method level it
+// means "inherited" from provider.*, consumer.* or the service or reference
+// (ruleX), at the top level the default itself (ruleXDefault).
 var (
-	ruleTimeout = valueRule{min: 0, max: math.MaxInt64,
-		want: "ms > 0 (0 or unset: inherited, 1000 ms by default)", fix: "set a positive number of ms or remove the key"}
-	ruleTimeoutDefault = valueRule{min: 0, max: math.MaxInt64,
-		want: "ms > 0 (0 or unset: the default 1000 ms)", fix: "set a positive number of ms or remove the key"}
-	ruleRetries = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0: no retry; unset: inherited, 2 by default)", fix: "set retries: 0 to never retry, or remove the key"}
-	ruleRetriesDefault = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0: no retry; unset: the default 2)", fix: "set retries: 0 to never retry, or remove the key"}
-	ruleExecutes = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: inherited, no limit by default)", fix: "set the most calls of a method the provider runs at once, or 0"}
-	ruleExecutesDefault = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: no limit)", fix: "set the most calls of a method the provider runs at once, or 0"}
-	ruleActives = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: inherited, no limit by default)", fix: "set the most calls of a method in flight to one provider, or 0"}
-	ruleActivesDefault = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: no limit)", fix: "set the most calls of a method in flight to one provider, or 0"}
-	ruleTPS = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 calls per interval (0 or unset: no limit)", fix: "set how many calls the service takes per tps_interval, or 0"}
-	ruleTPSInterval = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 ms (0 or unset: inherited, 60000 by default)", fix: "set the length of a tps window in ms, or remove the key"}
-	ruleWeight = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: the default 100)", fix: "set a relative weight such as 100, or remove the key"}
-	ruleForks = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: the default 2)", fix: "set how many providers a forking call tries at once, or remove the key"}
-	ruleConnections = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 (0 or unset: one connection shared by the references to the same address)",
-		fix:  "set how many connections of its own the reference opens, or 0"}
-	ruleShutdownWait = valueRule{min: 0, max: math.MaxInt64,
-		want: ">= 0 ms (0 or unset: no wait)", fix: "set the ms consumers get to hear of the stop, or 0"}
-	rulePort = valueRule{min: 0, max: 65535,
+	ruleTimeout, ruleTimeoutDefault   = levels("ms > 0", "1000 ms", "set a positive number of ms or remove the key")
+	ruleExecutes, ruleExecutesDefault = levels(">= 0", "no limit", "set the most calls of a method the provider runs at once, or 0")
+	ruleActives, ruleActivesDefault   = levels(">= 0", "no limit", "set the most calls of a method in flight to one provider, or 0")
+	ruleTPSInterval, _                = levels(">= 0 ms", "60000", "set the length of a tps window in ms, or remove the key")
+	ruleRetries                       = valueRule{max: math.MaxInt64, want: ">= 0 (0: no retry; unset: inherited, 2 by default)", fix: "set retries: 0 to never retry, or remove the key"}
+	ruleRetriesDefault                = valueRule{max: math.MaxInt64, want: ">= 0 (0: no retry; unset: the default 2)", fix: "set retries: 0 to never retry, or remove the key"}
+	ruleTPS                           = atLeast0(">= 0 calls per interval (0 or unset: no limit)", "set how many calls the service takes per tps_interval, or 0")
+	ruleWeight                        = atLeast0(">= 0 (0 or unset: the default 100)", "set a relative weight such as 100, or remove the key")
+	ruleForks                         = atLeast0(">= 0 (0 or unset: the default 2)", "set how many providers a forking call tries at once, or remove the key")
+	ruleConnections                   = atLeast0(">= 0 (0 or unset: one connection shared by the references to the same address)",
+		"set how many connections of its own the reference opens, or 0")
+	ruleShutdownWait = atLeast0(">= 0 ms (0 or unset: no wait)", "set the ms consumers get to hear of the stop, or 0")
+	rulePort         = valueRule{min: 0, max: 65535,
 		want: "0..65535 (0 picks a free port)", fix: "set a TCP port such as 20880, or 0"}
 	ruleThreads = valueRule{min: 1, max: math.MaxInt64, byPresence: true,
 		want: "> 0 (unset: the default 200)", fix: "set the size of the provider's pool, e.g. threads: 200, or remove the key"}
@@ -332,6 +317,23 @@ var (
 		want: "bytes in 1..2147483647, the frame length being a 32-bit field (unset: the default 8388608, 8 MiB)",
 		fix:  "set the largest frame in bytes, e.g. payload: 8388608, or remove the key"}
 )
+
+// atLeast0 is the rule of a setting that takes any value >= 0.
+func atLeast0(want, fix string) valueRule { return valueRule{max: math.MaxInt64, want: want, fix: fix} }
+
+// levels are the rules of a setting >= 0 at service, reference or method
+// level (0: inherited) and at the top level (0: the default, dflt).
+func levels(want, dflt, fix string) (inherited, top valueRule) {
+	return atLeast0(want+" (0 or unset: inherited, "+dflt+" by default)", fix), atLeast0(want+" (0 or unset: "+theDefault(dflt)+")", fix)
+}
+
+// theDefault says what a top-level 0 means: no limit, or the default value.
+func theDefault(dflt string) string {
+	if dflt == "no limit" {
+		return dflt
+	}
+	return "the default " + dflt
+}
 
 // Validate reports every numeric setting of cfg that has no meaning
 // (a negative timeout, a port out of range, ...) by its key path, in key

@@ -493,19 +493,28 @@ func appendLong(b []byte, v int64) []byte {
 // expression keeps the two byte-identical on every platform.
 func appendDouble(b []byte, v float64) []byte {
 	if float64(int64(v)) == v {
-		iv := int64(v)
-		switch {
-		case iv == 0:
-			return append(b, tagDoubleZero)
-		case iv == 1:
-			return append(b, tagDoubleOne)
-		case iv >= -0x80 && iv < 0x80:
-			return append(b, tagDoubleByte, byte(iv))
-		case iv >= -0x8000 && iv < 0x8000:
-			return append(b, tagDoubleShort, byte(iv>>8), byte(iv))
+		if out, ok := appendWholeDouble(b, int64(v)); ok {
+			return out
 		}
 	}
 	return appendDoubleBits(b, math.Float64bits(v))
+}
+
+// appendWholeDouble writes a whole-number double in the shortest of the
+// compact forms (zero, one, byte, short), as the library does for both
+// float64 and float32; false when iv needs more than a short.
+func appendWholeDouble(b []byte, iv int64) ([]byte, bool) {
+	switch {
+	case iv == 0:
+		return append(b, tagDoubleZero), true
+	case iv == 1:
+		return append(b, tagDoubleOne), true
+	case iv >= -0x80 && iv < 0x80:
+		return append(b, tagDoubleByte, byte(iv)), true
+	case iv >= -0x8000 && iv < 0x8000:
+		return append(b, tagDoubleShort, byte(iv>>8), byte(iv)), true
+	}
+	return b, false
 }
 
 func appendDoubleBits(b []byte, bits uint64) []byte {
@@ -518,16 +527,8 @@ func appendDoubleBits(b []byte, bits uint64) []byte {
 // goes through its shortest decimal form so that 0.1f reads as 0.1 in Java.
 func appendFloat32(b []byte, v float32) []byte {
 	if float32(int32(v)) == v {
-		iv := int32(v)
-		switch {
-		case iv == 0:
-			return append(b, tagDoubleZero)
-		case iv == 1:
-			return append(b, tagDoubleOne)
-		case iv >= -0x80 && iv < 0x80:
-			return append(b, tagDoubleByte, byte(iv))
-		case iv >= -0x8000 && iv < 0x8000:
-			return append(b, tagDoubleShort, byte(iv>>8), byte(iv))
+		if out, ok := appendWholeDouble(b, int64(int32(v))); ok {
+			return out
 		}
 	}
 	if float32(int32(v*1000)) == v*1000 {
