@@ -49,6 +49,11 @@ step "test/interop: go test" test/interop go test -count=1 ./...
 # h2spec, the HTTP/2 conformance suite, against a Triple provider: its own
 # module (it pins h2spec as a tool).
 step "test/h2spec: go test -race" test/h2spec go test -race -count=1 ./...
+# Every command the README and docs/ show, run as written from the root
+# (servers in the background, against the ports they name): a doc that
+# drifts from the code fails here. Last: it builds and runs the programs
+# the steps above tested.
+step "docs: the commands of README.md and docs/" . test/docs/run-commands.sh
 
 echo
 if ((${#FAILED[@]})); then
