@@ -76,143 +76,170 @@ func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 		}
 		return in.callErr.Error(), true
 	})
-	def("get_arguments", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil || in.inv == nil {
-			s[0] = statusNotFound
-			return
-		}
-		in.scratch = appendJSON(in.scratch[:0], in.inv.Args)
-		s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.scratch))
-	})
-	def("get_result", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil || in.phase != phaseResponse || in.callErr != nil {
-			s[0] = statusNotFound
-			return
-		}
-		in.scratch = appendJSON(in.scratch[:0], in.res.Value)
-		s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.scratch))
-	})
-	def("get_attachment", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil || in.inv == nil {
-			s[0] = statusNotFound
-			return
-		}
-		key, ok := in.read(uint32(s[0]), uint32(s[1]))
-		if !ok {
-			s[0] = statusBadArgument
-			return
-		}
-		v, found := in.attachment(unsafe.String(unsafe.SliceData(key), len(key)))
-		if !found {
-			s[0] = statusNotFound
-			return
-		}
-		s[0] = uint64(in.returnString(ctx, uint32(s[2]), uint32(s[3]), v))
-	})
-	def("set_attachment", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil || in.inv == nil {
-			s[0] = statusNotFound
-			return
-		}
-		key, ok1 := in.read(uint32(s[0]), uint32(s[1]))
-		val, ok2 := in.read(uint32(s[2]), uint32(s[3]))
-		if !ok1 || !ok2 || len(key) == 0 || !utf8.Valid(key) || !utf8.Valid(val) {
-			s[0] = statusBadArgument
-			return
-		}
-		k := in.intern(key)
-		if in.phase == phaseResponse {
-			if in.res.Attachments == nil {
-				in.res.Attachments = make(map[string]any, 2)
-			}
-			in.res.Attachments[k] = string(val)
-		} else {
-			in.inv.SetAttachment(k, string(val))
-		}
-		s[0] = statusOK
-	})
-	def("remove_attachment", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil || in.inv == nil {
-			s[0] = statusNotFound
-			return
-		}
-		key, ok := in.read(uint32(s[0]), uint32(s[1]))
-		if !ok {
-			s[0] = statusBadArgument
-			return
-		}
-		k := unsafe.String(unsafe.SliceData(key), len(key))
-		if in.phase == phaseResponse {
-			delete(in.res.Attachments, k)
-		} else {
-			in.inv.RemoveAttachment(k)
-		}
-		s[0] = statusOK
-	})
-	def("reject", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil || in.phase == phaseIdle {
-			// In _initialize or a start function there is no call to
-			// reject (ABI.md: the functions about a call return NOT_FOUND
-			// there).
-			s[0] = statusNotFound
-			return
-		}
-		code := int32(s[0])
-		msg, ok := in.readOK(uint32(s[1]), uint32(s[2]))
-		if in == nil || !ok || code < int32(kernel.CodeUnknown) || code > int32(kernel.CodeLimitExceeded) || !utf8.Valid(msg) {
-			s[0] = statusBadArgument
-			return
-		}
-		in.rejected, in.rejCode, in.rejMsg = true, kernel.Code(code), string(msg)
-		s[0] = statusOK
-	})
-	def("log", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil {
-			s[0] = statusOK
-			return
-		}
-		level := slog.LevelInfo
-		switch int32(s[0]) {
-		case 0:
-			level = slog.LevelDebug
-		case 1:
-			level = slog.LevelInfo
-		case 2:
-			level = slog.LevelWarn
-		case 3:
-			level = slog.LevelError
-		default:
-			s[0] = statusBadArgument
-			return
-		}
-		msg, ok := in.read(uint32(s[1]), uint32(s[2]))
-		if !ok {
-			s[0] = statusBadArgument
-			return
-		}
-		if in.f.log.Enabled(context.Background(), level) {
-			in.f.log.Log(context.Background(), level, string(bytes.ToValidUTF8(msg, []byte("\uFFFD"))), "module_version", in.v.seq)
-		}
-		s[0] = statusOK
-	})
-	def("counter_add", func(in *instance, ctx context.Context, s []uint64) {
-		if in == nil {
-			s[0] = 0
-			return
-		}
-		key, ok := in.read(uint32(s[0]), uint32(s[1]))
-		if !ok {
-			in.violate("counter_add: key (ptr %d, len %d) is outside the guest's memory", uint32(s[0]), uint32(s[1]))
-		}
-		s[0] = uint64(in.f.counters.add(key, int64(s[2]), int64(s[3])))
-	})
-	def("now_ms", func(in *instance, ctx context.Context, s []uint64) {
-		s[0] = uint64(time.Now().UnixMilli())
-	})
+	def("get_arguments", (*instance).hGetArguments)
+	def("get_result", (*instance).hGetResult)
+	def("get_attachment", (*instance).hGetAttachment)
+	def("set_attachment", (*instance).hSetAttachment)
+	def("remove_attachment", (*instance).hRemoveAttachment)
+	def("reject", (*instance).hReject)
+	def("log", (*instance).hLog)
+	def("counter_add", (*instance).hCounterAdd)
+	def("now_ms", (*instance).hNowMs)
 	return b
 }
 
 type host struct{ f *Filter }
+
+// hGetArguments is the host function get_arguments (ABI.md).
+func (in *instance) hGetArguments(ctx context.Context, s []uint64) {
+	if in == nil || in.inv == nil {
+		s[0] = statusNotFound
+		return
+	}
+	in.scratch = appendJSON(in.scratch[:0], in.inv.Args)
+	s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.scratch))
+}
+
+// hGetResult is the host function get_result (ABI.md).
+func (in *instance) hGetResult(ctx context.Context, s []uint64) {
+	if in == nil || in.phase != phaseResponse || in.callErr != nil {
+		s[0] = statusNotFound
+		return
+	}
+	in.scratch = appendJSON(in.scratch[:0], in.res.Value)
+	s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.scratch))
+}
+
+// hGetAttachment is the host function get_attachment (ABI.md).
+func (in *instance) hGetAttachment(ctx context.Context, s []uint64) {
+	if in == nil || in.inv == nil {
+		s[0] = statusNotFound
+		return
+	}
+	key, ok := in.read(uint32(s[0]), uint32(s[1]))
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
+	v, found := in.attachment(unsafe.String(unsafe.SliceData(key), len(key)))
+	if !found {
+		s[0] = statusNotFound
+		return
+	}
+	s[0] = uint64(in.returnString(ctx, uint32(s[2]), uint32(s[3]), v))
+}
+
+// hSetAttachment is the host function set_attachment (ABI.md).
+func (in *instance) hSetAttachment(ctx context.Context, s []uint64) {
+	if in == nil || in.inv == nil {
+		s[0] = statusNotFound
+		return
+	}
+	key, ok1 := in.read(uint32(s[0]), uint32(s[1]))
+	val, ok2 := in.read(uint32(s[2]), uint32(s[3]))
+	if !ok1 || !ok2 || len(key) == 0 || !utf8.Valid(key) || !utf8.Valid(val) {
+		s[0] = statusBadArgument
+		return
+	}
+	k := in.intern(key)
+	if in.phase == phaseResponse {
+		if in.res.Attachments == nil {
+			in.res.Attachments = make(map[string]any, 2)
+		}
+		in.res.Attachments[k] = string(val)
+	} else {
+		in.inv.SetAttachment(k, string(val))
+	}
+	s[0] = statusOK
+}
+
+// hRemoveAttachment is the host function remove_attachment (ABI.md).
+func (in *instance) hRemoveAttachment(ctx context.Context, s []uint64) {
+	if in == nil || in.inv == nil {
+		s[0] = statusNotFound
+		return
+	}
+	key, ok := in.read(uint32(s[0]), uint32(s[1]))
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
+	k := unsafe.String(unsafe.SliceData(key), len(key))
+	if in.phase == phaseResponse {
+		delete(in.res.Attachments, k)
+	} else {
+		in.inv.RemoveAttachment(k)
+	}
+	s[0] = statusOK
+}
+
+// hReject is the host function reject (ABI.md).
+func (in *instance) hReject(ctx context.Context, s []uint64) {
+	if in == nil || in.phase == phaseIdle {
+		// In _initialize or a start function there is no call to
+		// reject (ABI.md: the functions about a call return NOT_FOUND
+		// there).
+		s[0] = statusNotFound
+		return
+	}
+	code := int32(s[0])
+	msg, ok := in.readOK(uint32(s[1]), uint32(s[2]))
+	if in == nil || !ok || code < int32(kernel.CodeUnknown) || code > int32(kernel.CodeLimitExceeded) || !utf8.Valid(msg) {
+		s[0] = statusBadArgument
+		return
+	}
+	in.rejected, in.rejCode, in.rejMsg = true, kernel.Code(code), string(msg)
+	s[0] = statusOK
+}
+
+// hLog is the host function log (ABI.md).
+func (in *instance) hLog(ctx context.Context, s []uint64) {
+	if in == nil {
+		s[0] = statusOK
+		return
+	}
+	level := slog.LevelInfo
+	switch int32(s[0]) {
+	case 0:
+		level = slog.LevelDebug
+	case 1:
+		level = slog.LevelInfo
+	case 2:
+		level = slog.LevelWarn
+	case 3:
+		level = slog.LevelError
+	default:
+		s[0] = statusBadArgument
+		return
+	}
+	msg, ok := in.read(uint32(s[1]), uint32(s[2]))
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
+	if in.f.log.Enabled(context.Background(), level) {
+		in.f.log.Log(context.Background(), level, string(bytes.ToValidUTF8(msg, []byte("\uFFFD"))), "module_version", in.v.seq)
+	}
+	s[0] = statusOK
+}
+
+// hCounterAdd is the host function counter_add (ABI.md).
+func (in *instance) hCounterAdd(ctx context.Context, s []uint64) {
+	if in == nil {
+		s[0] = 0
+		return
+	}
+	key, ok := in.read(uint32(s[0]), uint32(s[1]))
+	if !ok {
+		in.violate("counter_add: key (ptr %d, len %d) is outside the guest's memory", uint32(s[0]), uint32(s[1]))
+	}
+	s[0] = uint64(in.f.counters.add(key, int64(s[2]), int64(s[3])))
+}
+
+// hNowMs is the host function now_ms (ABI.md).
+func (in *instance) hNowMs(ctx context.Context, s []uint64) {
+	s[0] = uint64(time.Now().UnixMilli())
+}
 
 // instance finds the instance a host function was called from. It is nil
 // while a module's start function runs (the instance is not made yet), or
