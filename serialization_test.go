@@ -114,3 +114,48 @@ consumer:
 		t.Errorf("error %v, want the provider's 'empty name'", err)
 	}
 }
+
+// TestProtobufSerializationOverDubbo: `serialization: protobuf` (built in,
+// Dubbo's id 22) carries a call whose values are a string over the dubbo
+// protocol and, wrapped (serializeType protobuf), over tri: the header's
+// strings, the argument and the result as StringValues, the attachments as
+// Dubbo's MapValue.Map; a business error comes back as its text.
+func TestProtobufSerializationOverDubbo(t *testing.T) {
+	dir := t.TempDir()
+	newApp(t, `
+registries: {local: {address: "embedded://`+dir+`"}}
+protocols: {dubbo: {port: 0}, tri: {port: 0}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, version: "1.0"}
+`, weft.WithService("greeter", greeter{}))
+
+	var c, ct greeterClient
+	newApp(t, `
+registries: {local: {address: "embedded://`+dir+`"}}
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, version: "1.0", protocol: dubbo, serialization: protobuf}
+    greeter-tri: {interface: org.example.Greeter, version: "1.0", protocol: tri, serialization: protobuf}
+`, weft.WithReference("greeter", &c), weft.WithReference("greeter-tri", &ct))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got string
+	var err error
+	for ctx.Err() == nil {
+		if got, err = c.SayHello(ctx, "pb"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the provider's registration arrives
+	}
+	if err != nil || got != "hello pb" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if got, err := ct.SayHello(ctx, "tri"); err != nil || got != "hello tri" {
+		t.Fatalf("over tri: got %q, %v", got, err)
+	}
+	if _, err := c.SayHello(ctx, ""); err == nil || !bytes.Contains([]byte(err.Error()), []byte("empty name")) {
+		t.Errorf("error %v, want the provider's 'empty name'", err)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/weftrpc/weft/plugins/protocol/triple"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
 	"github.com/weftrpc/weft/plugins/serialization/hessian2"
+	"github.com/weftrpc/weft/plugins/serialization/protobuf"
 	"github.com/weftrpc/weft/plugins/threadpool"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
@@ -79,10 +80,14 @@ func ThreadPools() []Ext[extension.ThreadPool] {
 	return out
 }
 
-// Serializations is Dubbo's default; plugins add others by name
+// Serializations are Dubbo's default, hessian2, and protobuf (Java Dubbo's
+// GenericProtobufSerialization; Triple's IDL messages); plugins add others by name
 // (`serialization` on a protocol, service or reference).
 func Serializations() []Ext[extension.Serialization] {
-	return []Ext[extension.Serialization]{{Name: hessian2.Name, New: Value[extension.Serialization](hessian2.New())}}
+	return []Ext[extension.Serialization]{
+		{Name: hessian2.Name, New: Value[extension.Serialization](hessian2.New())},
+		{Name: protobuf.Name, New: Value[extension.Serialization](protobuf.New())},
+	}
 }
 
 // Filters are Dubbo's built-in filters. Those with state of their own (tps

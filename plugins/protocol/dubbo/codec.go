@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
@@ -588,11 +589,30 @@ func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
 	return readResult(d, d.DecodeStringMap, r)
 }
 
+// typed is v as a T when v is a value its serialization decodes only by
+// type (kernel.Decodable: protobuf's bytes do not say what they hold), else
+// v: the codec knows the types of the header's values, the flag and the
+// attachments.
+func typed[T any](v any) (any, error) {
+	d, ok := v.(kernel.Decodable)
+	if !ok {
+		return v, nil
+	}
+	rv, err := d.DecodeAs(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, err
+	}
+	return rv.Interface(), nil
+}
+
 // readResult reads a result's flag, value or exception and attachments
 // from d, the attachments with readAtt: what both the hessian2 path and a
 // plugin serialization's share.
 func readResult(d extension.Decoder, readAtt func() (map[string]any, error), r *RPCResult) error {
 	fv, err := d.Decode()
+	if err == nil {
+		fv, err = typed[int32](fv)
+	}
 	if err != nil {
 		return fmt.Errorf("decode response flag: %w", err)
 	}
@@ -612,6 +632,9 @@ func readResult(d extension.Decoder, readAtt func() (map[string]any, error), r *
 	switch flag {
 	case ResponseWithException, ResponseWithExceptionWithAttachments:
 		v, err := d.Decode()
+		if err == nil {
+			v, err = typed[string](v)
+		}
 		if err != nil {
 			return fmt.Errorf("decode exception: %w", err)
 		}

@@ -48,6 +48,9 @@ func decodeRequestWith(ser extension.Serialization, body []byte, r *RPCRequest) 
 	d := ser.NewDecoder(body)
 	readStr := func() (string, error) {
 		v, err := d.Decode()
+		if err == nil {
+			v, err = typed[string](v)
+		}
 		if err != nil {
 			return "", err
 		}
@@ -98,6 +101,9 @@ func decodeResultWith(ser extension.Serialization, body []byte, r *RPCResult) er
 // with its keys as strings (view.StringKeys).
 func decodeStringMap(d extension.Decoder) (map[string]any, error) {
 	v, err := d.Decode()
+	if err == nil {
+		v, err = typed[map[string]any](v)
+	}
 	if err != nil {
 		return nil, err
 	}
