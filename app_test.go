@@ -157,20 +157,23 @@ protocols: {p1: {name: grpcx}}`,
 			[]string{"protocols.p1.name", `unknown protocol extension "grpcx"`, "injvm"}},
 		{"unknown serialization on a protocol", `
 protocols: {p1: {name: dubbo, serialization: kryo-does-not-exist}}`,
-			[]string{"protocols.p1.serialization", `unknown serialization extension "kryo-does-not-exist"`, "known: hessian2"}},
+			[]string{"protocols.p1.serialization", `unknown serialization extension "kryo-does-not-exist"`, "known: hessian2, protobuf"}},
 		{"unknown threadpool", `
 protocols: {p1: {name: dubbo, threadpool: elastic}}`,
 			[]string{"protocols.p1.threadpool", `unknown threadpool extension "elastic"`, "known: cached, eager, fixed, limited"}},
+		{"unknown transporter", `
+protocols: {p1: {name: dubbo, transporter: mina}}`,
+			[]string{"protocols.p1.transporter", `unknown transporter "mina"`, "known: netty, netty4"}},
 		{"unknown serialization on a service", `
 provider:
   services:
     greeter: {interface: org.example.Greeter, protocol: injvm, serialization: fst}`,
-			[]string{"provider.services.greeter.serialization", `unknown serialization extension "fst"`, "known: hessian2"}},
+			[]string{"provider.services.greeter.serialization", `unknown serialization extension "fst"`, "known: hessian2, protobuf"}},
 		{"unknown serialization on a reference", `
 consumer:
   references:
     greeter: {interface: org.example.Greeter, protocol: injvm, serialization: kryo}`,
-			[]string{"consumer.references.greeter.serialization", `unknown serialization extension "kryo"`, "known: hessian2"}},
+			[]string{"consumer.references.greeter.serialization", `unknown serialization extension "kryo"`, "known: hessian2, protobuf"}},
 		{"unknown key", `
 provider:
   services:

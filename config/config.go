@@ -131,6 +131,10 @@ type Protocol struct {
 	Alive       int    `koanf:"alive"`
 	// Payload is the largest frame in bytes (Dubbo's default 8 MiB).
 	Payload int `koanf:"payload"`
+	// Transporter is Dubbo's `transporter`: netty (Dubbo 2's name) or
+	// netty4 (Dubbo 3's), both weft's transport-netty, the only transport;
+	// accepted so that a Dubbo config keeps working, and checked.
+	Transporter string `koanf:"transporter"`
 	// Serialization names what the protocol's services answer and its
 	// references call in by default: hessian2, or a plugin's.
 	Serialization string         `koanf:"serialization"`
@@ -376,6 +380,11 @@ func (cfg *Config) Validate(set func(key string) bool) []error {
 		check(path+".port", p.Port, rulePort)
 		check(path+".threads", p.Threads, ruleThreads)
 		check(path+".payload", p.Payload, rulePayload)
+		switch p.Transporter {
+		case "", "netty", "netty4":
+		default:
+			errs = append(errs, fmt.Errorf("%s.transporter: unknown transporter %q (known: netty, netty4, both weft's transport-netty); set netty or remove the key", path, p.Transporter))
+		}
 	}
 
 	pc := cfg.Provider
