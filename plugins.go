@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftrpc/weft/internal/builtin"
 	"github.com/weftrpc/weft/internal/engine"
+	"github.com/weftrpc/weft/plugins/filter/tracing"
 
 	"go.uber.org/fx"
 
@@ -32,7 +33,7 @@ func groupFor[T any]() (string, bool) {
 	switch any(zero).(type) {
 	case *extension.Protocol, *extension.Filter, *extension.Cluster, *extension.LoadBalance, *extension.RouterFactory,
 		*extension.RegistryFactory, *extension.ServiceDiscoveryFactory, *extension.DynamicConfigurationFactory,
-		*extension.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool:
+		*tracing.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool:
 		return `group:"weft.` + strings.ToLower(reflect.TypeFor[T]().Name()) + `"`, true
 	}
 	return "", false
@@ -180,7 +181,7 @@ func loaders() fx.Option {
 		// No default: a config center is used only when config names one.
 		loader[extension.DynamicConfigurationFactory]("config center", ""),
 		// No default either: tracing picks its exporter (config_tracing.go).
-		loader[extension.SpanExporterFactory]("span exporter", ""),
+		loader[tracing.SpanExporterFactory]("span exporter", ""),
 	)
 }
 

@@ -45,7 +45,7 @@ type tracingIn struct {
 	fx.In
 	Cfg       *Config
 	Log       *slog.Logger
-	Exporters *kernel.Loader[extension.SpanExporterFactory]
+	Exporters *kernel.Loader[tracing.SpanExporterFactory]
 	LC        fx.Lifecycle
 	Closers   *closers
 	TP        *tracerProviderOption `optional:"true"`
@@ -99,8 +99,8 @@ func tracingPlugins() fx.Option {
 			}
 			return Extension[extension.Filter]{Name: tracing.PeerName, New: value(tracing.NewPeer()), Activate: tracing.ClientActivation()}
 		}),
-		plugin[extension.SpanExporterFactory](func() Extension[extension.SpanExporterFactory] {
-			return Extension[extension.SpanExporterFactory]{Name: tracer.NoneExporter, New: value(tracer.None())}
+		plugin[tracing.SpanExporterFactory](func() Extension[tracing.SpanExporterFactory] {
+			return Extension[tracing.SpanExporterFactory]{Name: tracer.NoneExporter, New: value(tracer.None())}
 		}),
 	)
 }

@@ -150,6 +150,12 @@ func TestLayering(t *testing.T) {
 					t.Errorf("%s imports %s: the %s layer must not", rel, p, layer)
 				}
 			}
+			// extension/ is contracts only: the standard library and
+			// kernel/, no other module (a contract in another module's
+			// types belongs to the feature that speaks them).
+			if layer == "extension" && strings.Contains(strings.Split(p, "/")[0], ".") && !strings.HasPrefix(p, "github.com/weftrpc/weft/") {
+				t.Errorf("%s imports %s: extension/ may import only the standard library and kernel/", rel, p)
+			}
 			if !allowed(layer, rel, p) {
 				t.Errorf("%s imports %s: the %s layer may import only %s of weft (docs/architecture.md)", rel, p, layer, strings.Join(allow[layer], ", "))
 			}

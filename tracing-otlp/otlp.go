@@ -23,7 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/weftrpc/weft"
-	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/plugins/filter/tracing"
 )
 
 // Exporter names, dubbo-go's (otel.tracing.exporter).
@@ -35,11 +35,11 @@ const (
 // Plugin registers both exporters with an App.
 func Plugin() weft.Plugin {
 	return weft.NewPlugin("otlp",
-		weft.Provide(GRPCName, func(weft.Host) (extension.SpanExporterFactory, error) {
-			return extension.SpanExporterFactoryFunc(NewGRPC), nil
+		weft.Provide(GRPCName, func(weft.Host) (tracing.SpanExporterFactory, error) {
+			return tracing.SpanExporterFactoryFunc(NewGRPC), nil
 		}, nil),
-		weft.Provide(HTTPName, func(weft.Host) (extension.SpanExporterFactory, error) {
-			return extension.SpanExporterFactoryFunc(NewHTTP), nil
+		weft.Provide(HTTPName, func(weft.Host) (tracing.SpanExporterFactory, error) {
+			return tracing.SpanExporterFactoryFunc(NewHTTP), nil
 		}, nil),
 	)
 }
@@ -57,7 +57,7 @@ type options[O any] struct {
 	gzip          func() O
 }
 
-func (o options[O]) from(cfg extension.SpanExporterConfig) []O {
+func (o options[O]) from(cfg tracing.SpanExporterConfig) []O {
 	var opts []O
 	switch {
 	case isURL(cfg.Endpoint):
@@ -82,7 +82,7 @@ func (o options[O]) from(cfg extension.SpanExporterConfig) []O {
 
 // NewGRPC makes an OTLP/gRPC exporter. It connects lazily: a collector that
 // is down delays nothing at start, and spans are retried, then dropped.
-func NewGRPC(ctx context.Context, cfg extension.SpanExporterConfig) (sdktrace.SpanExporter, error) {
+func NewGRPC(ctx context.Context, cfg tracing.SpanExporterConfig) (sdktrace.SpanExporter, error) {
 	exp, err := otlptracegrpc.New(ctx, options[otlptracegrpc.Option]{
 		url: otlptracegrpc.WithEndpointURL, endpoint: otlptracegrpc.WithEndpoint,
 		insecure: otlptracegrpc.WithInsecure, timeout: otlptracegrpc.WithTimeout,
@@ -97,7 +97,7 @@ func NewGRPC(ctx context.Context, cfg extension.SpanExporterConfig) (sdktrace.Sp
 
 // NewHTTP makes an OTLP/HTTP (protobuf) exporter; a URL endpoint without a
 // path posts to it as it is, host:port posts to /v1/traces.
-func NewHTTP(ctx context.Context, cfg extension.SpanExporterConfig) (sdktrace.SpanExporter, error) {
+func NewHTTP(ctx context.Context, cfg tracing.SpanExporterConfig) (sdktrace.SpanExporter, error) {
 	exp, err := otlptracehttp.New(ctx, options[otlptracehttp.Option]{
 		url: otlptracehttp.WithEndpointURL, endpoint: otlptracehttp.WithEndpoint,
 		insecure: otlptracehttp.WithInsecure, timeout: otlptracehttp.WithTimeout,

@@ -39,7 +39,7 @@ type In struct {
 	Config               tracing.Config
 	Application, Version string
 	Log                  *slog.Logger
-	Exporters            *kernel.Loader[extension.SpanExporterFactory]
+	Exporters            *kernel.Loader[tracing.SpanExporterFactory]
 	// Provider and Propagator, when set, are the program's
 	// (weft.WithTracerProvider, weft.WithTextMapPropagator).
 	Provider   trace.TracerProvider
@@ -50,8 +50,8 @@ type In struct {
 const NoneExporter = "none"
 
 // None is the factory of the none exporter.
-func None() extension.SpanExporterFactory {
-	return extension.SpanExporterFactoryFunc(func(context.Context, extension.SpanExporterConfig) (sdktrace.SpanExporter, error) {
+func None() tracing.SpanExporterFactory {
+	return tracing.SpanExporterFactoryFunc(func(context.Context, tracing.SpanExporterConfig) (sdktrace.SpanExporter, error) {
 		return noneExporter{}, nil
 	})
 }
@@ -81,7 +81,7 @@ func Build(in In) (*Tracing, error) {
 	}
 	typ := tc.Exporter.Type
 	if typ == "" {
-		typ = extension.DefaultSpanExporter
+		typ = tracing.DefaultSpanExporter
 	}
 	f, err := in.Exporters.Get(typ)
 	if err != nil {
@@ -92,7 +92,7 @@ func Build(in In) (*Tracing, error) {
 		}
 		return nil, fmt.Errorf("weft: config: tracing.exporter.type: %w", err)
 	}
-	exp, err := f.NewSpanExporter(context.Background(), extension.SpanExporterConfig{
+	exp, err := f.NewSpanExporter(context.Background(), tracing.SpanExporterConfig{
 		Type: typ, Endpoint: tc.Exporter.Endpoint, Insecure: tc.Exporter.Insecure,
 		Timeout: time.Duration(tc.Exporter.Timeout) * time.Millisecond, Headers: tc.Exporter.Headers,
 		Compression: strings.ToLower(tc.Exporter.Compression),

@@ -1,4 +1,4 @@
-package extension
+package tracing
 
 import (
 	"context"
