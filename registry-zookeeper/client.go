@@ -47,8 +47,8 @@ type client struct {
 	where string // the servers, for messages
 	log   *slog.Logger
 	acl   []zk.ACL
-	// sessions is signalled on every StateHasSession event: the registry's
-	// keeper reads it to notice a new session after an expiry.
+	// sessions is signalled on every StateHasSession event: ephemerals.keep
+	// reads it to notice a new session after an expiry.
 	sessions chan struct{}
 	zlog     *zkLogger
 
@@ -270,6 +270,52 @@ func (l *zkLogger) lastFailure() string {
 		return *p
 	}
 	return ""
+}
+
+// follow keeps one watch armed until stop or quit is closed. read reads
+// the watched node again, tells the listeners and arms a new watch,
+// returning its channel; follow calls it after every firing of the watch
+// armed last (ch) and after every reconnect (up, see reconnected), so that
+// whatever the server lost meanwhile, the watch is armed again once the
+// connection is back. A read that fails is retried, backing off, until one
+// succeeds. what names the watch in messages ("provider watch").
+func (c *client) follow(what, node string, stop, quit, up <-chan struct{}, ch <-chan zk.Event, read func() (<-chan zk.Event, error)) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-quit:
+			return
+		case <-up:
+			c.log.Debug("zookeeper connection back: reading and arming the "+what+" again", "node", node)
+		case ev := <-ch:
+			if ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) {
+				return
+			}
+			if ev.Type == zk.EventNotWatching {
+				c.log.Info(what+" lost with the session; watching again", "node", node, "err", ev.Err)
+			}
+		}
+		var wait time.Duration
+		for {
+			// Taken before the read: a reconnect during or after it
+			// makes the loop read again.
+			up = c.reconnected()
+			next, err := read()
+			if err == nil {
+				ch = next
+				break
+			}
+			if errors.Is(err, zk.ErrClosing) {
+				return
+			}
+			wait = backoff(wait)
+			c.log.Debug(what+": read failed; retrying", "node", node, "err", err, "in", wait)
+			if !sleep(wait, stop, quit) {
+				return
+			}
+		}
+	}
 }
 
 // backoff is the wait before the next attempt of a watch that failed to

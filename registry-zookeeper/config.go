@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -41,21 +39,15 @@ func (f ConfigFactory) GetDynamicConfiguration(url *kernel.URL) (extension.Dynam
 	}
 	ns := url.ParamOr(paramNamespace, url.ParamOr(kernel.KeyGroup, DefaultRoot))
 	root := "/" + strings.Trim(ns, "/") + "/config"
-	return &ConfigCenter{c: c, root: root, log: log, watches: map[string]*watch{}, stop: make(chan struct{})}, nil
+	return &ConfigCenter{owner: newOwner[extension.ConfigListener, *watch](c, log, errConfigClosed), root: root}, nil
 }
 
 // ConfigCenter keeps documents as node data, at <root>/<group>/<key>. It is
 // safe for concurrent use.
 type ConfigCenter struct {
-	c    *client
+	// owner's watches are the documents', by node path.
+	owner[extension.ConfigListener, *watch]
 	root string
-	log  *slog.Logger
-	stop chan struct{}
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	closed  bool
-	watches map[string]*watch // by node path
 }
 
 var _ extension.DynamicConfiguration = (*ConfigCenter)(nil)
@@ -141,12 +133,10 @@ func (c *ConfigCenter) PublishConfig(ctx context.Context, key, group, content st
 
 // watch is the one data watch of a document, shared by its listeners.
 type watch struct {
+	// shared's listeners' last value is what they were last told (or the
+	// state at AddListener).
+	shared[extension.ConfigListener, docState]
 	key, group, path string
-	stop             chan struct{}
-
-	// listeners' last value is what they were last told (or the state
-	// at AddListener).
-	listeners extension.Listeners[extension.ConfigListener, docState]
 }
 
 // docState is a document as its listeners last heard of it.
@@ -178,7 +168,7 @@ func (c *ConfigCenter) AddListener(key, group string, l extension.ConfigListener
 		w.listeners.Add(l, nil) // changes from now on
 		return nil
 	}
-	w := &watch{key: key, group: group, path: path, stop: make(chan struct{})}
+	w := &watch{shared: newShared[extension.ConfigListener, docState](), key: key, group: group, path: path}
 	w.listeners.Add(l, nil)
 	up := c.c.reconnected() // see run
 	content, present, ch, err := c.read(path)
@@ -217,53 +207,24 @@ func (c *ConfigCenter) read(path string) (content string, present bool, ch <-cha
 	}
 }
 
-// run re-reads w's document after every event, and after every reconnect
-// (see client.reconnected), until w stops, and tells the listeners when it
+// run re-reads w's document after every event, and after every reconnect,
+// until w stops (see client.follow), and tells the listeners when it
 // differs from what they last heard.
 func (c *ConfigCenter) run(w *watch, ch <-chan zk.Event, up <-chan struct{}) {
 	defer c.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-c.stop:
-			return
-		case <-up:
-			c.log.Debug("zookeeper connection back: reading the document and arming its watch again", "node", w.path)
-		case ev := <-ch:
-			if ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) {
-				return
-			}
-			if ev.Type == zk.EventNotWatching {
-				c.log.Info("config watch lost with the session; watching again", "node", w.path, "err", ev.Err)
-			}
+	c.c.follow("config watch", w.path, w.stop, c.stop, up, ch, func() (<-chan zk.Event, error) {
+		content, present, next, err := c.read(w.path)
+		if err != nil && next != nil {
+			// Read but refused (oversized): the listeners keep the last
+			// version, and the watch waits for the next one.
+			c.log.Warn("config document ignored", "node", w.path, "err", err)
+			return next, nil
 		}
-		var wait time.Duration
-		for {
-			up = c.c.reconnected() // before the read: see Registry.watch
-			content, present, next, err := c.read(w.path)
-			if err == nil {
-				ch = next
-				c.deliver(w, content, present)
-				break
-			}
-			if next != nil {
-				// Read but refused (oversized): the listeners keep the
-				// last version, and the watch waits for the next one.
-				c.log.Warn("config document ignored", "node", w.path, "err", err)
-				ch = next
-				break
-			}
-			if errors.Is(err, zk.ErrClosing) {
-				return
-			}
-			wait = backoff(wait)
-			c.log.Debug("config watch: read failed; retrying", "node", w.path, "err", err, "in", wait)
-			if !sleep(wait, w.stop, c.stop) {
-				return
-			}
+		if err == nil {
+			c.deliver(w, content, present)
 		}
-	}
+		return next, err
+	})
 }
 
 func (c *ConfigCenter) deliver(w *watch, content string, present bool) {
@@ -283,31 +244,11 @@ func (c *ConfigCenter) RemoveListener(key, group string, l extension.ConfigListe
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w := c.watches[path]
-	if w == nil {
-		return nil
-	}
-	if w.listeners.Remove(l) == 0 {
-		delete(c.watches, path)
-		close(w.stop)
-	}
-	return nil
+	return c.unwatch(path, l)
 }
 
 // Close ends every watch and the session; Close is idempotent.
 func (c *ConfigCenter) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	c.watches = nil
-	c.mu.Unlock()
-	close(c.stop)
-	c.c.close()
-	c.wg.Wait()
+	c.shut()
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -83,17 +82,13 @@ func (f DiscoveryFactory) GetServiceDiscovery(url *kernel.URL) (extension.Servic
 		return nil, err
 	}
 	d := &Discovery{
-		c:           c,
+		owner:       newOwner[extension.InstanceListener, *appWatch](c, log, errDiscoveryClosed),
 		root:        root,
 		mappingRoot: rootPath(url) + "/" + registry.MappingGroup,
-		log:         log,
-		stop:        make(chan struct{}),
-		session:     c.conn.SessionID(),
-		registered:  map[string]*instanceNode{},
-		watches:     map[string]*appWatch{},
 	}
-	d.wg.Add(1)
-	go d.keep()
+	d.nodes = newEphemerals(c, "instances", d.write)
+	// The watches re-arm by themselves: their channels report the expiry.
+	d.wg.Go(func() { d.nodes.keep(d.stop) })
 	return d, nil
 }
 
@@ -111,32 +106,17 @@ func servicesRoot(u *kernel.URL) (string, error) {
 // Discovery is a ZooKeeper session holding this process's instances and
 // watching other applications'. It is safe for concurrent use.
 type Discovery struct {
-	c           *client
+	// owner's watches are the applications' instances, by application.
+	owner[extension.InstanceListener, *appWatch]
 	root        string // /services
 	mappingRoot string // /dubbo/mapping
-	log         *slog.Logger
-	stop        chan struct{}
-	wg          sync.WaitGroup
-
-	// regMu serialises the instance writes (Register, Unregister and the
-	// re-creation after an expiry), as Registry.regMu does.
-	regMu   sync.Mutex
-	session int64 // the session the instances were written in; under regMu
-
-	mu         sync.Mutex
-	closed     bool
-	registered map[string]*instanceNode // znode path -> what it holds
-	watches    map[string]*appWatch     // by application
+	// nodes are the instances' data, written again on a new session.
+	nodes *ephemerals[[]byte]
 }
 
 var _ extension.ServiceDiscovery = (*Discovery)(nil)
 
 var errDiscoveryClosed = errors.New("zookeeper: service discovery closed")
-
-type instanceNode struct {
-	in   extension.ServiceInstance
-	data []byte
-}
 
 // Root is the root of the instances (/services unless rootPath says
 // otherwise); MappingRoot that of the interface → application mapping.
@@ -266,33 +246,45 @@ func DecodeInstance(app string, data []byte) (extension.ServiceInstance, error) 
 // instance left by another session (an expired one, or an earlier run)
 // is replaced, as Java's and dubbo-go's registerService delete it first.
 func (d *Discovery) Register(ctx context.Context, in extension.ServiceInstance) error {
-	if err := ctx.Err(); err != nil {
+	path, err := d.nodePath(ctx, "register", in)
+	if err != nil {
 		return err
 	}
-	path, err := d.InstancePath(in)
-	if err != nil {
-		return fmt.Errorf("zookeeper: register instance: %w", err)
-	}
-	d.regMu.Lock()
-	defer d.regMu.Unlock()
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return errDiscoveryClosed
-	}
-	d.mu.Unlock()
 	data, err := EncodeInstance(in, time.Now().UnixMilli())
 	if err != nil {
 		return fmt.Errorf("zookeeper: register instance at %s: %w", path, err)
 	}
-	if err := d.write(path, data); err != nil {
+	if err := d.nodes.put(path, data); err != nil {
 		return fmt.Errorf("zookeeper: register instance %s at %s: %w", path, d.c.where, err)
 	}
-	d.mu.Lock()
-	d.registered[path] = &instanceNode{in: in, data: data}
-	d.mu.Unlock()
 	d.log.Debug("instance registered", "node", path, "revision", in.Metadata[registry.MetaRevision])
 	return nil
+}
+
+// Unregister deletes the instance's node.
+func (d *Discovery) Unregister(ctx context.Context, in extension.ServiceInstance) error {
+	path, err := d.nodePath(ctx, "unregister", in)
+	if err != nil {
+		return err
+	}
+	if err := d.nodes.remove(path); err != nil {
+		return fmt.Errorf("zookeeper: unregister instance: %w", err)
+	}
+	d.log.Debug("instance unregistered", "node", path)
+	return nil
+}
+
+// nodePath is in's node, if ctx is live and the discovery open; verb
+// names the operation in the error.
+func (d *Discovery) nodePath(ctx context.Context, verb string, in extension.ServiceInstance) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	path, err := d.InstancePath(in)
+	if err != nil {
+		return "", fmt.Errorf("zookeeper: %s instance: %w", verb, err)
+	}
+	return path, d.check()
 }
 
 // write puts data in the ephemeral node path: created (with its parents)
@@ -337,98 +329,17 @@ func (d *Discovery) write(path string, data []byte) error {
 	return fmt.Errorf("write %s: the node kept changing under 4 attempts (another process registers the same host:port?)", path)
 }
 
-// Unregister deletes the instance's node.
-func (d *Discovery) Unregister(ctx context.Context, in extension.ServiceInstance) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	path, err := d.InstancePath(in)
-	if err != nil {
-		return fmt.Errorf("zookeeper: unregister instance: %w", err)
-	}
-	d.regMu.Lock()
-	defer d.regMu.Unlock()
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return errDiscoveryClosed
-	}
-	delete(d.registered, path)
-	d.mu.Unlock()
-	if err := d.c.conn.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("zookeeper: unregister instance: delete %s at %s: %w", path, d.c.where, err)
-	}
-	d.log.Debug("instance unregistered", "node", path)
-	return nil
-}
-
-// keep writes the instances again when the client has a new session (the
-// old one expired with their ephemeral nodes), retrying every second until
-// they are all back; the watches re-arm by themselves (their channels
-// report the expiry).
-func (d *Discovery) keep() {
-	defer d.wg.Done()
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-d.stop:
-			return
-		case <-d.c.sessions:
-		case <-retry:
-		}
-		retry = nil
-		if !d.restore() {
-			retry = time.After(time.Second)
-		}
-	}
-}
-
-func (d *Discovery) restore() bool {
-	d.regMu.Lock()
-	defer d.regMu.Unlock()
-	sid := d.c.conn.SessionID()
-	if d.c.conn.State() != zk.StateHasSession || sid == d.session {
-		return true
-	}
-	d.mu.Lock()
-	nodes := make(map[string]*instanceNode, len(d.registered))
-	for p, n := range d.registered {
-		nodes[p] = n
-	}
-	d.mu.Unlock()
-	paths := make([]string, 0, len(nodes))
-	for p := range nodes {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	d.log.Warn("new zookeeper session: registering the instances again", "servers", d.c.where, "session", fmt.Sprintf("%#x", sid), "instances", len(paths))
-	var errs []error
-	for _, p := range paths {
-		if err := d.write(p, nodes[p].data); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		d.log.Warn("registering the instances again failed; retrying in 1 s", "servers", d.c.where, "failed", len(errs), "err", errors.Join(errs...))
-		return false
-	}
-	d.session = sid
-	return true
-}
-
 // appWatch is the one watch of an application's instances, shared by its
 // listeners: a child watch on <root>/<app> and a data watch on each
 // instance (a new revision changes the data, not the children).
 type appWatch struct {
+	shared[extension.InstanceListener, []extension.ServiceInstance]
 	d    *Discovery
 	app  string
 	path string
-	stop chan struct{}
 	// events carries the watch channels' firings to the watch's goroutine:
 	// "" for the children, else the instance's node name.
 	events chan watchEvent
-
-	listeners extension.Listeners[extension.InstanceListener, []extension.ServiceInstance]
 
 	// Owned by whoever runs sync (Subscribe first, then the goroutine).
 	childArmed bool
@@ -468,8 +379,8 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 		w.listeners.Add(l, w.notify)
 		return nil
 	}
-	w := &appWatch{d: d, app: app, path: d.root + "/" + app, stop: make(chan struct{}),
-		events: make(chan watchEvent, 64), nodes: map[string]*watchedNode{}, rejected: map[string]bool{}}
+	w := &appWatch{shared: newShared[extension.InstanceListener, []extension.ServiceInstance](),
+		d: d, app: app, path: d.root + "/" + app, events: make(chan watchEvent, 64), nodes: map[string]*watchedNode{}, rejected: map[string]bool{}}
 	w.listeners.Add(l, w.notify)
 	d.watches[app] = w
 	d.mu.Unlock()
@@ -673,20 +584,7 @@ func (d *Discovery) Unsubscribe(ctx context.Context, app string, l extension.Ins
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return errDiscoveryClosed
-	}
-	w := d.watches[app]
-	if w == nil {
-		return nil
-	}
-	if w.listeners.Remove(l) == 0 {
-		delete(d.watches, app)
-		close(w.stop)
-	}
-	return nil
+	return d.unwatch(app, l)
 }
 
 // MappingPath is the node of an interface's mapping.
@@ -806,19 +704,6 @@ func (d *Discovery) AddMapping(ctx context.Context, iface, app string) error {
 // Close ends every watch and the session: the server deletes the
 // instances' ephemeral nodes at once. Close is idempotent.
 func (d *Discovery) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
-	d.closed = true
-	for _, w := range d.watches {
-		w.listeners.Clear()
-	}
-	d.watches = nil
-	d.mu.Unlock()
-	close(d.stop)
-	d.c.close()
-	d.wg.Wait()
+	d.shut()
 	return nil
 }

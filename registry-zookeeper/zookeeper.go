@@ -48,7 +48,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -78,37 +77,24 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 		return nil, err
 	}
 	r := &Registry{
-		c:          c,
-		root:       rootPath(url),
-		log:        log,
-		registered: map[string]*kernel.URL{},
-		subs:       map[string]*subscription{},
-		stop:       make(chan struct{}),
-		session:    c.conn.SessionID(),
+		owner: newOwner[extension.NotifyListener, *subscription](c, log, errClosed),
+		root:  rootPath(url),
+		nodes: newEphemerals(c, "URLs", func(path string, u *kernel.URL) error {
+			// Ephemeral unless the URL says dynamic=false, as in Dubbo.
+			return c.create(path, nil, u.ParamBool(paramDynamic, true))
+		}),
 	}
-	r.wg.Add(1)
-	go r.keep()
+	r.wg.Go(func() { r.nodes.keep(r.stop) })
 	return r, nil
 }
 
 // Registry is a ZooKeeper registry session. It is safe for concurrent use.
 type Registry struct {
-	c    *client
+	// owner's watches are the subscriptions, by service key.
+	owner[extension.NotifyListener, *subscription]
 	root string
-	log  *slog.Logger
-	stop chan struct{}
-	wg   sync.WaitGroup
-
-	// regMu serialises the znode writes of registrations (Register,
-	// Unregister and the re-creation after an expiry), so that a
-	// re-creation never revives a node Unregister just deleted.
-	regMu   sync.Mutex
-	session int64 // the session the registrations were made in; under regMu
-
-	mu         sync.Mutex
-	closed     bool
-	registered map[string]*kernel.URL // znode path -> URL
-	subs       map[string]*subscription
+	// nodes are the registrations, written again on a new session.
+	nodes *ephemerals[*kernel.URL]
 }
 
 var _ extension.Registry = (*Registry)(nil)
@@ -122,117 +108,49 @@ func (r *Registry) Root() string { return r.root }
 // Register creates url's ephemeral node (persistent if url has
 // dynamic=false, as in Dubbo).
 func (r *Registry) Register(ctx context.Context, url *kernel.URL) error {
-	if err := ctx.Err(); err != nil {
+	path, err := r.nodePath(ctx, "register", url)
+	if err != nil {
 		return err
 	}
-	path, err := NodePath(r.root, url)
-	if err != nil {
-		return fmt.Errorf("zookeeper: register %s: %w", url, err)
-	}
-	r.regMu.Lock()
-	defer r.regMu.Unlock()
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return errClosed
-	}
-	r.mu.Unlock()
-	if err := r.c.create(path, nil, url.ParamBool(paramDynamic, true)); err != nil {
+	if err := r.nodes.put(path, url); err != nil {
 		return fmt.Errorf("zookeeper: register %s at %s: %w", url, r.c.where, err)
 	}
-	r.mu.Lock()
-	r.registered[path] = url
-	r.mu.Unlock()
 	r.log.Debug("registered", "node", path)
 	return nil
 }
 
 // Unregister deletes url's node.
 func (r *Registry) Unregister(ctx context.Context, url *kernel.URL) error {
-	if err := ctx.Err(); err != nil {
+	path, err := r.nodePath(ctx, "unregister", url)
+	if err != nil {
 		return err
 	}
-	path, err := NodePath(r.root, url)
-	if err != nil {
+	if err := r.nodes.remove(path); err != nil {
 		return fmt.Errorf("zookeeper: unregister %s: %w", url, err)
-	}
-	r.regMu.Lock()
-	defer r.regMu.Unlock()
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return errClosed
-	}
-	delete(r.registered, path)
-	r.mu.Unlock()
-	if err := r.c.conn.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("zookeeper: unregister %s: delete %s at %s: %w", url, path, r.c.where, err)
 	}
 	r.log.Debug("unregistered", "node", path)
 	return nil
 }
 
-// keep re-creates the registrations when the client has a new session (the
-// old one expired, taking the ephemeral nodes with it), retrying every
-// second until they are all back.
-func (r *Registry) keep() {
-	defer r.wg.Done()
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-r.c.sessions:
-		case <-retry:
-		}
-		retry = nil
-		if !r.restore() {
-			retry = time.After(time.Second)
-		}
+// nodePath is url's node, if ctx is live and the registry open; verb
+// names the operation in the error.
+func (r *Registry) nodePath(ctx context.Context, verb string, url *kernel.URL) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
 	}
-}
-
-// restore re-creates every registration if the session changed; false if
-// some failed (restore runs again).
-func (r *Registry) restore() bool {
-	r.regMu.Lock()
-	defer r.regMu.Unlock()
-	sid := r.c.conn.SessionID()
-	if r.c.conn.State() != zk.StateHasSession || sid == r.session {
-		return true
+	path, err := NodePath(r.root, url)
+	if err != nil {
+		return "", fmt.Errorf("zookeeper: %s %s: %w", verb, url, err)
 	}
-	r.mu.Lock()
-	paths := make([]string, 0, len(r.registered))
-	urls := make(map[string]*kernel.URL, len(r.registered))
-	for p, u := range r.registered {
-		paths = append(paths, p)
-		urls[p] = u
-	}
-	r.mu.Unlock()
-	sort.Strings(paths)
-	r.log.Warn("new zookeeper session: registering again", "servers", r.c.where, "session", fmt.Sprintf("%#x", sid), "registrations", len(paths))
-	var errs []error
-	for _, p := range paths {
-		if err := r.c.create(p, nil, urls[p].ParamBool(paramDynamic, true)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		r.log.Warn("registering again failed; retrying in 1 s", "servers", r.c.where, "failed", len(errs), "err", errors.Join(errs...))
-		return false
-	}
-	r.session = sid
-	return true
+	return path, r.check()
 }
 
 // subscription is one watch of a service's providers node, shared by the
 // listeners of one service key.
 type subscription struct {
+	shared[extension.NotifyListener, []*kernel.URL]
 	url  *kernel.URL
 	path string
-	stop chan struct{}
-
-	listeners extension.Listeners[extension.NotifyListener, []*kernel.URL]
 	// rejected remembers the malformed names already logged, so a bad
 	// node is reported once, not at every change of its siblings.
 	rejectedMu sync.Mutex
@@ -261,15 +179,15 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 		r.mu.Unlock()
 		return errClosed
 	}
-	if s := r.subs[key]; s != nil {
+	if s := r.watches[key]; s != nil {
 		r.mu.Unlock()
 		s.listeners.Add(listener, notify)
 		return nil
 	}
-	s := &subscription{url: url, path: categoryPath(r.root, iface, CategoryProviders), stop: make(chan struct{}),
-		rejected: map[string]bool{}}
+	s := &subscription{shared: newShared[extension.NotifyListener, []*kernel.URL](),
+		url: url, path: categoryPath(r.root, iface, CategoryProviders), rejected: map[string]bool{}}
 	s.listeners.Add(listener, notify)
-	r.subs[key] = s
+	r.watches[key] = s
 	r.mu.Unlock()
 
 	// The first list is read here, so the caller has it when Subscribe
@@ -278,8 +196,8 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 	ch, err := r.read(s)
 	if err != nil {
 		r.mu.Lock()
-		if r.subs[key] == s {
-			delete(r.subs, key)
+		if r.watches[key] == s {
+			delete(r.watches, key)
 		}
 		r.mu.Unlock()
 		return fmt.Errorf("zookeeper: subscribe %s: read %s at %s: %w", key, s.path, r.c.where, err)
@@ -309,50 +227,11 @@ func (r *Registry) read(s *subscription) (<-chan zk.Event, error) {
 	}
 }
 
-// watch re-reads s's providers after every child event until s stops. A
-// watch the session took with it (expiry) is armed again on the new one,
-// and so is a watch after every reconnect (see client.reconnected), the
-// list read again: whatever the server lost meanwhile, the watch is armed
-// once the connection is back, and a read that fails is retried until one
-// succeeds.
+// watch re-reads s's providers after every child event, and after every
+// reconnect, until s stops (see client.follow).
 func (r *Registry) watch(s *subscription, ch <-chan zk.Event, up <-chan struct{}) {
 	defer r.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-r.stop:
-			return
-		case <-up:
-			r.log.Debug("zookeeper connection back: reading the providers and arming their watch again", "node", s.path)
-		case ev := <-ch:
-			if ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) {
-				return
-			}
-			if ev.Type == zk.EventNotWatching {
-				r.log.Info("provider watch lost with the session; watching again", "node", s.path, "err", ev.Err)
-			}
-		}
-		var wait time.Duration
-		for {
-			// Taken before the read: a reconnect during or after it
-			// makes the loop read again.
-			up = r.c.reconnected()
-			next, err := r.read(s)
-			if err == nil {
-				ch = next
-				break
-			}
-			if errors.Is(err, zk.ErrClosing) {
-				return
-			}
-			wait = backoff(wait)
-			r.log.Debug("provider watch: read failed; retrying", "node", s.path, "err", err, "in", wait)
-			if !sleep(wait, s.stop, r.stop) {
-				return
-			}
-		}
-	}
+	r.c.follow("provider watch", s.path, s.stop, r.stop, up, ch, func() (<-chan zk.Event, error) { return r.read(s) })
 }
 
 // providers parses and filters a providers node's children, sorted by URL.
@@ -388,39 +267,12 @@ func (r *Registry) Unsubscribe(ctx context.Context, url *kernel.URL, listener ex
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	key := url.ServiceKey()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return errClosed
-	}
-	s := r.subs[key]
-	if s == nil {
-		return nil
-	}
-	if s.listeners.Remove(listener) == 0 {
-		delete(r.subs, key)
-		close(s.stop)
-	}
-	return nil
+	return r.unwatch(url.ServiceKey(), listener)
 }
 
 // Close ends the session: the server deletes its ephemeral nodes at once.
 // Later calls return an error; Close is idempotent.
 func (r *Registry) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	for _, s := range r.subs {
-		s.listeners.Clear()
-	}
-	r.subs = nil
-	r.mu.Unlock()
-	close(r.stop)
-	r.c.close()
-	r.wg.Wait()
+	r.shut()
 	return nil
 }
