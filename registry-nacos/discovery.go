@@ -11,11 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
@@ -94,32 +92,34 @@ func (f DiscoveryFactory) GetServiceDiscovery(url *kernel.URL) (extension.Servic
 	group := url.ParamOr(kernel.KeyGroup, Group)
 	log.Info("nacos service discovery connected", "server", where, "namespace", url.Param("namespace"), "group", group)
 	return &Discovery{
-		client: client, cfg: cfg.(*ConfigCenter), group: group, where: where,
-		log:        log.With("discovery", Name),
+		naming: naming[extension.InstanceListener, []extension.ServiceInstance]{
+			client: client, group: group, where: where, log: log.With("discovery", Name),
+			kind: "application", errClosed: errDiscoveryClosed, value: serviceInstances,
+			notify: func(app string, l extension.InstanceListener, ins []extension.ServiceInstance) {
+				l.NotifyInstances(app, ins)
+			},
+			subs: map[string]*subscription[extension.InstanceListener, []extension.ServiceInstance]{},
+		},
+		cfg:        cfg.(*ConfigCenter),
 		registered: map[string]map[string]extension.ServiceInstance{},
-		subs:       map[string]*appWatch{},
 	}, nil
 }
 
 // Discovery is the Nacos extension.ServiceDiscovery. It is safe for
 // concurrent use.
 type Discovery struct {
-	client naming_client.INamingClient
-	cfg    *ConfigCenter
-	group  string
-	where  string
-	log    *slog.Logger
+	// naming's subscriptions are to applications (a service each, named
+	// after it, in the URL's group); its mu guards registered too.
+	naming[extension.InstanceListener, []extension.ServiceInstance]
+	cfg *ConfigCenter
 	// noCAS is set once the server is seen to refuse compare-and-set
 	// publishes that match what it serves (PolarisMesh, below).
 	noCAS atomic.Bool
 
-	mu     sync.Mutex
-	closed bool
 	// registered: application -> instance id -> instance. One client
 	// publishes one instance per service unless it batch-registers, so
 	// an application's instances are (re)published together.
 	registered map[string]map[string]extension.ServiceInstance
-	subs       map[string]*appWatch
 }
 
 var _ extension.ServiceDiscovery = (*Discovery)(nil)
@@ -268,21 +268,6 @@ func serviceInstances(app string, ins []model.Instance) []extension.ServiceInsta
 	return out
 }
 
-// appWatch is one SDK subscription to an application, shared by its
-// listeners.
-type appWatch struct {
-	app   string
-	param *vo.SubscribeParam
-
-	listeners extension.Listeners[extension.InstanceListener, []extension.ServiceInstance]
-}
-
-func (w *appWatch) notify(l extension.InstanceListener, ins []extension.ServiceInstance) {
-	l.NotifyInstances(w.app, ins)
-}
-
-func (w *appWatch) deliver(ins []extension.ServiceInstance) { w.listeners.Deliver(ins, nil, w.notify) }
-
 // Subscribe calls l with app's instances now and after every change. l
 // must be comparable: Unsubscribe finds it by ==.
 func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.InstanceListener) error {
@@ -292,47 +277,7 @@ func (d *Discovery) Subscribe(ctx context.Context, app string, l extension.Insta
 	if l == nil {
 		return errors.New("nacos: subscribe: nil listener")
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return errDiscoveryClosed
-	}
-	if w := d.subs[app]; w != nil {
-		d.mu.Unlock()
-		w.listeners.Add(l, w.notify)
-		return nil
-	}
-	w := &appWatch{app: app}
-	w.listeners.Add(l, w.notify)
-	w.param = &vo.SubscribeParam{
-		ServiceName: app,
-		GroupName:   d.group,
-		SubscribeCallback: func(ins []model.Instance, err error) {
-			if err != nil {
-				d.log.Warn("push error", "application", app, "err", err)
-				return
-			}
-			w.deliver(serviceInstances(app, ins))
-		},
-	}
-	if err := d.client.Subscribe(w.param); err != nil {
-		d.mu.Unlock()
-		_ = d.client.Unsubscribe(w.param)
-		return fmt.Errorf("nacos: subscribe to the instances of %s (group %s) at %s: %w", app, d.group, d.where, err)
-	}
-	d.subs[app] = w
-	d.mu.Unlock()
-
-	// The SDK calls back on pushes only; deliver the current list now.
-	ins, err := d.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: app, GroupName: d.group})
-	if err != nil {
-		d.log.Warn("initial instance list", "application", app, "err", err)
-		return nil // the subscription stands; pushes will follow
-	}
-	// Unless a push came first: it is newer.
-	first := serviceInstances(app, ins)
-	w.listeners.Deliver(first, func(_ []extension.ServiceInstance, had bool) bool { return !had }, w.notify)
-	return nil
+	return d.subscribe(app, l)
 }
 
 // Unsubscribe stops l's notifications for app; the SDK subscription ends
@@ -341,23 +286,7 @@ func (d *Discovery) Unsubscribe(ctx context.Context, app string, l extension.Ins
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	w := d.subs[app]
-	if w == nil {
-		return nil
-	}
-	if w.listeners.Remove(l) > 0 {
-		return nil
-	}
-	delete(d.subs, app)
-	if err := d.client.Unsubscribe(w.param); err != nil {
-		return fmt.Errorf("nacos: unsubscribe from %s: %w", app, err)
-	}
-	return nil
+	return d.unsubscribe(app, l)
 }
 
 // Mapping reads the applications mapped to iface (none: the data id is
@@ -485,13 +414,7 @@ func (d *Discovery) Close() error {
 		return nil
 	}
 	d.closed = true
-	var errs []error
-	for app, w := range d.subs {
-		w.listeners.Clear()
-		if err := d.client.Unsubscribe(w.param); err != nil {
-			errs = append(errs, fmt.Errorf("unsubscribe from %s: %w", app, err))
-		}
-	}
+	errs := d.unsubscribeAll()
 	for app, ins := range d.registered {
 		for _, in := range ins {
 			if _, err := d.client.DeregisterInstance(vo.DeregisterInstanceParam{
@@ -501,7 +424,7 @@ func (d *Discovery) Close() error {
 			}
 		}
 	}
-	d.subs, d.registered = nil, nil
+	d.registered = nil
 	d.mu.Unlock()
 	d.client.CloseClient()
 	if err := d.cfg.Close(); err != nil {

@@ -46,7 +46,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
@@ -110,13 +109,17 @@ func (f Factory) GetRegistry(url *kernel.URL) (extension.Registry, error) {
 		return nil, err
 	}
 	log.Info("nacos registry connected", "server", where, "namespace", url.Param("namespace"))
-	return &Registry{
-		client:     client,
-		log:        log.With("registry", Name),
+	r := &Registry{
 		catalog:    newCatalogClient(where, url, param.ClientConfig.TimeoutMs),
 		registered: map[string]map[string]*kernel.URL{},
-		subs:       map[string]*subscription{},
-	}, nil
+	}
+	r.naming = naming[extension.NotifyListener, []*kernel.URL]{
+		client: client, group: Group, where: where, log: log.With("registry", Name),
+		kind: "service", errClosed: errClosed, value: r.providerURLs,
+		notify: func(_ string, l extension.NotifyListener, urls []*kernel.URL) { l.Notify(urls) },
+		subs:   map[string]*subscription[extension.NotifyListener, []*kernel.URL]{},
+	}
+	return r, nil
 }
 
 // newNamingClient connects the SDK's naming client to the server of url
@@ -191,17 +194,15 @@ func clientParam(url *kernel.URL) (param vo.NacosClientParam, where string, err 
 
 // Registry is a Nacos registry connection. It is safe for concurrent use.
 type Registry struct {
-	client  naming_client.INamingClient
-	log     *slog.Logger
+	// naming's subscriptions are to provider services, by Nacos service
+	// name; its mu guards registered too.
+	naming[extension.NotifyListener, []*kernel.URL]
 	catalog *catalogClient // Providers' reads, over the open HTTP API
 
-	mu     sync.Mutex
-	closed bool
 	// registered: Nacos service name -> provider URL string -> URL. One
 	// client publishes one instance per service unless it batch-registers,
 	// so all of a service's URLs are (re)published together.
 	registered map[string]map[string]*kernel.URL
-	subs       map[string]*subscription
 }
 
 var _ extension.Registry = (*Registry)(nil)
@@ -374,18 +375,6 @@ func (r *Registry) providerURLs(svc string, ins []model.Instance) []*kernel.URL 
 	return urls
 }
 
-// subscription is one SDK subscription to a service, shared by its listeners.
-type subscription struct {
-	svc   string
-	param *vo.SubscribeParam
-
-	listeners extension.Listeners[extension.NotifyListener, []*kernel.URL]
-}
-
-func notify(l extension.NotifyListener, urls []*kernel.URL) { l.Notify(urls) }
-
-func (s *subscription) deliver(urls []*kernel.URL) { s.listeners.Deliver(urls, nil, notify) }
-
 // Subscribe calls listener with the full provider list of url's service now
 // and after every change. listener must be comparable (a pointer, usually):
 // Unsubscribe finds it by ==.
@@ -396,48 +385,7 @@ func (r *Registry) Subscribe(ctx context.Context, url *kernel.URL, listener exte
 	if listener == nil {
 		return errors.New("nacos: subscribe: nil listener")
 	}
-	svc := ServiceName(url)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return errClosed
-	}
-	if s := r.subs[svc]; s != nil {
-		r.mu.Unlock()
-		s.listeners.Add(listener, notify)
-		return nil
-	}
-	s := &subscription{svc: svc}
-	s.listeners.Add(listener, notify)
-	s.param = &vo.SubscribeParam{
-		ServiceName: svc,
-		GroupName:   Group,
-		SubscribeCallback: func(ins []model.Instance, err error) {
-			if err != nil {
-				r.log.Warn("push error", "service", svc, "err", err)
-				return
-			}
-			s.deliver(r.providerURLs(svc, ins))
-		},
-	}
-	if err := r.client.Subscribe(s.param); err != nil {
-		r.mu.Unlock()
-		_ = r.client.Unsubscribe(s.param)
-		return fmt.Errorf("nacos: subscribe %s: %w", svc, err)
-	}
-	r.subs[svc] = s
-	r.mu.Unlock()
-
-	// The SDK calls back on pushes only; deliver the current list now.
-	ins, err := r.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: Group})
-	if err != nil {
-		r.log.Warn("initial provider list", "service", svc, "err", err)
-		return nil // the subscription stands; pushes will follow
-	}
-	// Unless a push came first: it is newer.
-	first := r.providerURLs(svc, ins)
-	s.listeners.Deliver(first, func(_ []*kernel.URL, had bool) bool { return !had }, notify)
-	return nil
+	return r.subscribe(ServiceName(url), listener)
 }
 
 // Unsubscribe stops notifications to listener; the SDK subscription ends
@@ -446,24 +394,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, url *kernel.URL, listener ex
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	svc := ServiceName(url)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return errClosed
-	}
-	s := r.subs[svc]
-	if s == nil {
-		return nil
-	}
-	if s.listeners.Remove(listener) > 0 {
-		return nil
-	}
-	delete(r.subs, svc)
-	if err := r.client.Unsubscribe(s.param); err != nil {
-		return fmt.Errorf("nacos: unsubscribe %s: %w", svc, err)
-	}
-	return nil
+	return r.unsubscribe(ServiceName(url), listener)
 }
 
 // Close withdraws this registry's providers, ends its subscriptions and
@@ -475,13 +406,7 @@ func (r *Registry) Close() error {
 		return nil
 	}
 	r.closed = true
-	var errs []error
-	for svc, s := range r.subs {
-		s.listeners.Clear()
-		if err := r.client.Unsubscribe(s.param); err != nil {
-			errs = append(errs, fmt.Errorf("unsubscribe %s: %w", svc, err))
-		}
-	}
+	errs := r.unsubscribeAll()
 	for svc, urls := range r.registered {
 		for _, u := range urls {
 			if _, err := r.client.DeregisterInstance(vo.DeregisterInstanceParam{
@@ -491,7 +416,7 @@ func (r *Registry) Close() error {
 			}
 		}
 	}
-	r.subs, r.registered = nil, nil
+	r.registered = nil
 	r.mu.Unlock()
 	r.client.CloseClient()
 	if len(errs) > 0 {

@@ -265,7 +265,8 @@ func TestServiceName(t *testing.T) {
 }
 
 func TestProviderURLs(t *testing.T) {
-	r := &Registry{log: discard()}
+	r := &Registry{}
+	r.log = discard()
 	u := kernel.MustParseURL("tri://10.0.0.1:50051/a.B?interface=a.B&weight=100")
 	md := instance("providers:a.B::", u).Metadata
 	md["internal-nacos-service"] = "x"
