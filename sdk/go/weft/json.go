@@ -92,84 +92,81 @@ func (p *jsonParser) enter() error {
 }
 
 func (p *jsonParser) object() (any, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	p.i++ // {
 	m := map[string]any{}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		p.depth--
-		return m, nil
-	}
-	for {
+	err := p.elements('}', func() error {
 		p.space()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return nil, p.fail("expected a string key")
+			return p.fail("expected a string key")
 		}
 		k, err := p.str()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.space()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return nil, p.fail("expected ':'")
+			return p.fail("expected ':'")
 		}
 		p.i++
 		v, err := p.value()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		m[k] = v
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, p.fail("unexpected end of input")
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			p.depth--
-			return m, nil
-		default:
-			return nil, p.fail("expected ',' or '}'")
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return m, nil
 }
 
 func (p *jsonParser) array() (any, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	p.i++ // [
 	a := []any{}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		p.depth--
-		return a, nil
-	}
-	for {
+	err := p.elements(']', func() error {
 		v, err := p.value()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a = append(a, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// elements reads an object or an array: the opening bracket at p.i, then
+// the elements, each read by elem, separated by commas, up to the closing
+// bracket end.
+func (p *jsonParser) elements(end byte, elem func() error) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.i++ // { or [
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == end {
+		p.i++
+		p.depth--
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
 		p.space()
 		if p.i >= len(p.s) {
-			return nil, p.fail("unexpected end of input")
+			return p.fail("unexpected end of input")
 		}
 		switch p.s[p.i] {
 		case ',':
 			p.i++
-		case ']':
+		case end:
 			p.i++
 			p.depth--
-			return a, nil
+			return nil
 		default:
-			return nil, p.fail("expected ',' or ']'")
+			return p.fail("expected ',' or '" + string(end) + "'")
 		}
 	}
 }
