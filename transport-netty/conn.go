@@ -231,6 +231,33 @@ const (
 
 var _ extension.Channel = (*Conn)(nil)
 
+// StatefulChannel is a connection as a protocol's own connection layer
+// sees it (a Framing handler of a server or client, HTTP/2's for Triple):
+// an extension.Channel that carries that layer's state for the
+// connection's life (Netty's channel attributes), counts the control
+// frames the layer answers its peer with, closes after flushing the frame
+// that says why, and says when it has gone. The handlers get
+// extension.Channel; they ask for this contract, which *Conn keeps, rather
+// than for *Conn.
+type StatefulChannel interface {
+	extension.Channel
+	// Attr returns the value SetAttr stored under k.
+	Attr(k any) (any, bool)
+	// SetAttr stores v under k with the channel.
+	SetAttr(k, v any)
+	// RemoteAddrString is RemoteAddr().String(), computed once.
+	RemoteAddrString() string
+	// CountControl counts a control frame about to be sent: false past
+	// MaxQueuedControl of them queued to a peer that does not read them.
+	CountControl() bool
+	// CloseGracefully flushes what is queued (bounded by wait), then closes.
+	CloseGracefully(wait time.Duration)
+	// Done is closed when the channel closes.
+	Done() <-chan struct{}
+}
+
+var _ StatefulChannel = (*Conn)(nil)
+
 // readBufSize is a connection's read buffer; a larger frame gets a buffer of
 // its own size, dropped once it is decoded.
 const readBufSize = 64 << 10

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -50,7 +51,7 @@ type cstream struct {
 	headers []hpack.HeaderField
 	trailer []hpack.HeaderField
 	data    []byte
-	unacked int
+	unacked h2.Unacked
 
 	// Under cc.mu: what is left to send and the stream's send window.
 	rest       []byte
@@ -71,16 +72,15 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 		if req.Event {
 			// The exchange client's heartbeat: an HTTP/2 PING, whose ACK
 			// (any read) keeps the connection alive.
-			dst = appendFrameHeader(dst, 8, framePing, 0, 0)
-			return binary.BigEndian.AppendUint64(dst, req.ID), nil
+			return h2.AppendPing(dst, req.ID), nil
 		}
 		return dst, fmt.Errorf("weft: triple: cannot encode a request of %T", req.Data)
 	}
-	dst = appendHeaders(dst, 0, call.headers, defaultMaxFrame, false)
+	dst = h2.AppendHeaders(dst, 0, call.headers, h2.DefaultMaxFrame, false)
 	if call.msg == nil {
 		return dst, nil // a stream of requests: they follow (clientStream.SendMsg)
 	}
-	return appendData(dst, 0, call.msg, defaultMaxFrame, true), nil
+	return h2.AppendData(dst, 0, call.msg, h2.DefaultMaxFrame, true), nil
 }
 
 // Decode is codec's, but a GOAWAY with an error code (a server ending the
@@ -92,10 +92,9 @@ func (c *clientCodec) Encode(dst []byte, msg any) ([]byte, error) {
 // 9113 §5.4.1), and what it sent before was read before it.
 func (c *clientCodec) Decode(src []byte) (any, int, error) {
 	msg, n, err := c.codec.Decode(src)
-	if f, ok := msg.(*frame); ok && f.typ == frameGoAway && f.stream == 0 && len(f.payload) >= 8 {
-		if code := binary.BigEndian.Uint32(f.payload[4:]); code != errNo {
-			return nil, 0, &netty.FrameError{Close: true, Msg: f,
-				Err: errors.New(goAwayText(code, string(f.payload[8:min(len(f.payload), 8+256)])))}
+	if f, ok := msg.(*h2.Frame); ok && f.Type == h2.FrameGoAway && f.Stream == 0 && h2.Check(f) == nil {
+		if g := h2.ParseGoAway(f); g.Code != h2.CodeNo {
+			return nil, 0, &netty.FrameError{Close: true, Msg: f, Err: errors.New(goAwayText(g.Code, g.Debug))}
 		}
 	}
 	return msg, n, err
@@ -111,9 +110,9 @@ func goAwayText(code uint32, debug string) string {
 		return r
 	}, strings.ToValidUTF8(debug, "?"))
 	if debug == "" {
-		return fmt.Sprintf("the server closed the connection with GOAWAY %s", goAwayName(code))
+		return fmt.Sprintf("the server closed the connection with GOAWAY %s", h2.CodeName(code))
 	}
-	return fmt.Sprintf("the server closed the connection with GOAWAY %s: %s", goAwayName(code), debug)
+	return fmt.Sprintf("the server closed the connection with GOAWAY %s: %s", h2.CodeName(code), debug)
 }
 
 // Sequence numbers a call's stream and sends what the windows allow.
@@ -142,7 +141,7 @@ func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 	id := cc.nextStream
 	cc.nextStream += 2
 	req.Data.(*clientCall).reqID = req.ID
-	st := &cstream{cc: cc, id: id, reqID: req.ID, sendWindow: cc.peerWindow}
+	st := &cstream{cc: cc, id: id, reqID: req.ID, sendWindow: cc.win.Initial}
 	cc.streams[id] = st
 	if cs := req.Data.(*clientCall).stream; cs != nil {
 		st.stream, cs.st, cs.cc = cs, st, cc
@@ -156,30 +155,26 @@ func (c *clientCodec) Sequence(conn *netty.Conn, msg any, frame []byte) []byte {
 	for p := 0; p < len(frame); {
 		n := int(frame[p])<<16 | int(frame[p+1])<<8 | int(frame[p+2])
 		binary.BigEndian.PutUint32(frame[p+5:], id)
-		if frame[p+3] == frameData {
-			allowed := int(min(int64(n), cc.sendWindow, st.sendWindow))
+		if frame[p+3] == h2.FrameData {
+			allowed := int(cc.win.Take(&st.sendWindow, int64(n)))
 			if allowed < n {
 				// Keep the rest of the message, this frame's remainder
 				// first, for windowUpdate to send.
-				st.rest = append([]byte(nil), frame[p+frameHeaderLen+allowed:p+frameHeaderLen+n]...)
-				for q := p + frameHeaderLen + n; q < len(frame); {
+				st.rest = append([]byte(nil), frame[p+h2.FrameHeaderLen+allowed:p+h2.FrameHeaderLen+n]...)
+				for q := p + h2.FrameHeaderLen + n; q < len(frame); {
 					m := int(frame[q])<<16 | int(frame[q+1])<<8 | int(frame[q+2])
-					st.rest = append(st.rest, frame[q+frameHeaderLen:q+frameHeaderLen+m]...)
-					q += frameHeaderLen + m
+					st.rest = append(st.rest, frame[q+h2.FrameHeaderLen:q+h2.FrameHeaderLen+m]...)
+					q += h2.FrameHeaderLen + m
 				}
 				if allowed == 0 {
 					return frame[:p]
 				}
 				frame[p], frame[p+1], frame[p+2] = byte(allowed>>16), byte(allowed>>8), byte(allowed)
-				frame[p+4] &^= flagEndStream
-				cc.sendWindow -= int64(allowed)
-				st.sendWindow -= int64(allowed)
-				return frame[:p+frameHeaderLen+allowed]
+				frame[p+4] &^= h2.FlagEndStream
+				return frame[:p+h2.FrameHeaderLen+allowed]
 			}
-			cc.sendWindow -= int64(n)
-			st.sendWindow -= int64(n)
 		}
-		p += frameHeaderLen + n
+		p += h2.FrameHeaderLen + n
 	}
 	return frame
 }
@@ -216,13 +211,13 @@ func (c *clientCodec) cancel(reqID uint64) {
 	delete(cc.streams, st.id)
 	cc.mu.Unlock()
 	if open {
-		cc.conn.Send(rawFrames(appendRST(nil, st.id, errCancel)))
+		cc.conn.Send(rawFrames(h2.AppendRST(nil, st.id, h2.CodeCancel)))
 	}
 }
 
 type clientKey struct{}
 
-func clientStateOf(conn *netty.Conn) *clientConn {
+func clientStateOf(conn netty.StatefulChannel) *clientConn {
 	v, _ := conn.Attr(clientKey{})
 	cc, _ := v.(*clientConn)
 	return cc
@@ -238,25 +233,24 @@ type clientFraming struct {
 // Connected sends the client preface and SETTINGS, the first bytes on the
 // connection.
 func (f *clientFraming) Connected(ch extension.Channel) {
-	conn := ch.(*netty.Conn)
-	cc := &clientConn{f: f, conn: conn, nextStream: 1, streams: map[uint32]*cstream{},
-		peerWindow: defaultInitialWindow, sendWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame}
+	conn := ch.(netty.StatefulChannel)
+	cc := &clientConn{f: f, conn: conn, nextStream: 1, streams: map[uint32]*cstream{}, win: h2.NewSendWindows()}
 	cc.cond.L = &cc.mu
-	cc.dec = newHPACKDecoder(4096, maxHeaderListSize)
+	cc.dec = h2.NewDecoder(4096, h2.MaxHeaderListSize)
 	conn.SetAttr(clientKey{}, cc)
-	b := append([]byte(nil), clientPreface...)
-	b = appendSettings(b,
-		settingEnablePush, 0,
-		settingInitialWindowSize, recvWindow,
-		settingMaxHeaderListSize, maxHeaderListSize)
-	b = appendWindowUpdate(b, 0, connRecvWindow-defaultInitialWindow)
+	b := append([]byte(nil), h2.ClientPreface...)
+	b = h2.AppendSettings(b,
+		h2.SettingEnablePush, 0,
+		h2.SettingInitialWindowSize, h2.RecvWindow,
+		h2.SettingMaxHeaderListSize, h2.MaxHeaderListSize)
+	b = h2.AppendWindowUpdate(b, 0, h2.ConnRecvWindow-h2.DefaultInitialWindow)
 	conn.Send(rawFrames(b))
 	f.ec.Connected(ch)
 }
 
 // Disconnected fails the connection's calls (the exchange client does).
 func (f *clientFraming) Disconnected(ch extension.Channel) {
-	if cc := clientStateOf(ch.(*netty.Conn)); cc != nil {
+	if cc := clientStateOf(ch.(netty.StatefulChannel)); cc != nil {
 		cc.mu.Lock()
 		streams := cc.streams
 		cc.streams = map[uint32]*cstream{}
@@ -273,17 +267,16 @@ func (f *clientFraming) Disconnected(ch extension.Channel) {
 func (f *clientFraming) Caught(ch extension.Channel, err error) { f.ec.Caught(ch, err) }
 
 func (f *clientFraming) Received(ch extension.Channel, msg any) {
-	cc := clientStateOf(ch.(*netty.Conn))
+	cc := clientStateOf(ch.(netty.StatefulChannel))
 	if cc == nil {
 		return
 	}
 	switch m := msg.(type) {
-	case *connError:
-		cc.fail(m.code, "%s", m.msg)
-	case *frame:
+	case *h2.ConnError:
+		cc.failOn(m)
+	case *h2.Frame:
 		cc.frame(m)
-		m.payload = nil
-		framePool.Put(m)
+		h2.Release(m)
 	}
 }
 
@@ -291,38 +284,21 @@ func (f *clientFraming) Received(ch extension.Channel, msg any) {
 // the fields above mu.
 type clientConn struct {
 	f    *clientFraming
-	conn *netty.Conn
-	dec  *hpackDecoder
+	conn netty.StatefulChannel
+	dec  *h2.Decoder
 
-	gotSettings bool
 	goneAway    bool
-	connUnacked int
-	fields      []hpack.HeaderField
-	fieldsSize  int
-	fieldsOver  bool
-	block       []byte
-	blockStream uint32
-	blockEnd    bool
+	connUnacked h2.Unacked
+	block       h2.HeaderBlock
 
-	mu           sync.Mutex
-	cond         sync.Cond // on mu: the windows opened, or a stream or the connection ended
-	closed       bool
-	draining     bool   // GOAWAY came: no new stream
-	goAwayWhy    string // an error GOAWAY's goAwayText
-	nextStream   uint32
-	streams      map[uint32]*cstream
-	sendWindow   int64
-	peerWindow   int64
-	peerMaxFrame int
-}
-
-func (cc *clientConn) field(f hpack.HeaderField) {
-	cc.fieldsSize += len(f.Name) + len(f.Value) + 32
-	if cc.fieldsSize > maxHeaderListSize {
-		cc.fieldsOver = true
-		return
-	}
-	cc.fields = append(cc.fields, f)
+	mu         sync.Mutex
+	cond       sync.Cond // on mu: the windows opened, or a stream or the connection ended
+	closed     bool
+	draining   bool   // GOAWAY came: no new stream
+	goAwayWhy  string // an error GOAWAY's goAwayText
+	nextStream uint32
+	streams    map[uint32]*cstream
+	win        h2.SendWindows
 }
 
 func (cc *clientConn) send(b []byte) { cc.conn.Send(rawFrames(b)) }
@@ -333,10 +309,12 @@ func (cc *clientConn) fail(code uint32, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if !cc.goneAway {
 		cc.goneAway = true
-		cc.send(appendGoAway(nil, 0, code, msg))
+		cc.send(h2.AppendGoAway(nil, 0, code, msg))
 	}
 	cc.conn.CloseGracefully(100 * time.Millisecond)
 }
+
+func (cc *clientConn) failOn(e *h2.ConnError) { cc.fail(e.Code, "%s", e.Msg) }
 
 func (cc *clientConn) stream(id uint32) *cstream {
 	cc.mu.Lock()
@@ -344,112 +322,82 @@ func (cc *clientConn) stream(id uint32) *cstream {
 	return cc.streams[id]
 }
 
-func (cc *clientConn) frame(f *frame) {
-	if cc.blockStream != 0 && (f.typ != frameContinuation || f.stream != cc.blockStream) {
-		cc.fail(errProtocol, "a header block of stream %d not continued by CONTINUATION", cc.blockStream)
+func (cc *clientConn) frame(f *h2.Frame) {
+	if e := cc.block.Admit(f); e != nil {
+		cc.failOn(e)
 		return
 	}
-	switch f.typ {
-	case frameSettings:
+	switch f.Type {
+	case h2.FrameSettings:
 		cc.settings(f)
-	case frameHeaders:
-		p, ok := payloadOf(f)
-		if !ok || f.stream == 0 {
-			cc.fail(errProtocol, "malformed HEADERS")
+	case h2.FrameHeaders:
+		p, ok := h2.Payload(f)
+		if !ok || f.Stream == 0 {
+			cc.fail(h2.CodeProtocol, "malformed HEADERS")
 			return
 		}
-		cc.block = append(cc.block[:0], p...)
-		cc.blockStream, cc.blockEnd = f.stream, f.flags&flagEndStream != 0
-		if f.flags&flagEndHeaders != 0 {
+		if cc.block.Start(f, p) {
 			cc.endBlock()
 		}
-	case frameContinuation:
-		if cc.blockStream == 0 {
-			cc.fail(errProtocol, "CONTINUATION without HEADERS")
+	case h2.FrameContinuation:
+		if e := cc.block.CheckContinuation(f); e != nil {
+			cc.failOn(e)
 			return
 		}
-		if len(cc.block)+len(f.payload) > maxHeaderBlock {
-			cc.fail(errEnhanceYourCalm, "a header block over %d bytes", maxHeaderBlock)
-			return
-		}
-		cc.block = append(cc.block, f.payload...)
-		if f.flags&flagEndHeaders != 0 {
+		if cc.block.Continue(f) {
 			cc.endBlock()
 		}
-	case frameData:
+	case h2.FrameData:
 		cc.data(f)
-	case frameWindowUpdate:
+	case h2.FrameWindowUpdate:
 		cc.windowUpdate(f)
-	case framePing:
-		if len(f.payload) != 8 {
-			cc.fail(errFrameSize, "PING of %d bytes", len(f.payload))
-			return
+	case h2.FramePing:
+		if ack := h2.PingAck(f); ack != nil {
+			cc.send(ack)
 		}
-		if f.flags&flagAck == 0 {
-			cc.send(append(appendFrameHeader(nil, 8, framePing, flagAck, 0), f.payload...))
+	case h2.FrameRSTStream:
+		if st := cc.stream(f.Stream); st != nil {
+			cc.finish(st, resetError(h2.ResetCode(f), cc.conn.RemoteAddrString()))
 		}
-	case frameRSTStream:
-		if len(f.payload) != 4 {
-			cc.fail(errFrameSize, "RST_STREAM of %d bytes", len(f.payload))
-			return
-		}
-		if st := cc.stream(f.stream); st != nil {
-			code := binary.BigEndian.Uint32(f.payload)
-			cc.finish(st, resetError(code, cc.conn.RemoteAddrString()))
-		}
-	case frameGoAway:
+	case h2.FrameGoAway:
 		cc.goAway(f)
-	case framePushPromise:
-		cc.fail(errProtocol, "PUSH_PROMISE, which this client disabled")
+	case h2.FramePushPromise:
+		cc.fail(h2.CodeProtocol, "PUSH_PROMISE, which this client disabled")
 	}
 }
 
-func (cc *clientConn) settings(f *frame) {
-	if f.flags&flagAck != 0 {
+func (cc *clientConn) settings(f *h2.Frame) {
+	if f.Flags&h2.FlagAck != 0 {
 		return
 	}
-	ps, e := parseSettings(f)
-	if e != nil {
-		cc.fail(e.code, "%s", e.msg)
-		return
-	}
-	cc.gotSettings = true
+	ps := h2.ParseSettings(f)
 	cc.mu.Lock()
-	if ps.hasWindow {
-		delta := int64(ps.window) - cc.peerWindow
-		cc.peerWindow = int64(ps.window)
+	if delta := cc.win.Apply(ps); ps.HasWindow {
 		for _, st := range cc.streams {
 			st.sendWindow += delta
 		}
 		cc.cond.Broadcast()
 	}
-	if ps.hasMaxFrame {
-		cc.peerMaxFrame = int(ps.maxFrame)
-	}
 	cc.mu.Unlock()
-	if ps.hasWindow {
+	if ps.HasWindow {
 		cc.pump()
 	}
-	cc.send(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
+	cc.send(h2.AppendSettingsAck(nil))
 }
 
-func (cc *clientConn) windowUpdate(f *frame) {
-	if len(f.payload) != 4 {
-		cc.fail(errFrameSize, "WINDOW_UPDATE of %d bytes", len(f.payload))
-		return
-	}
-	inc := int64(binary.BigEndian.Uint32(f.payload) & 0x7fffffff)
+func (cc *clientConn) windowUpdate(f *h2.Frame) {
+	inc := h2.WindowIncrement(f)
+	ok := true
 	cc.mu.Lock()
-	if f.stream == 0 {
-		cc.sendWindow += inc
-	} else if st := cc.streams[f.stream]; st != nil {
+	if f.Stream == 0 {
+		ok = cc.win.Open(inc)
+	} else if st := cc.streams[f.Stream]; st != nil {
 		st.sendWindow += inc
 	}
-	over := cc.sendWindow > maxWindow
 	cc.cond.Broadcast()
 	cc.mu.Unlock()
-	if over {
-		cc.fail(errFlowControl, "connection window over 2^31-1")
+	if !ok {
+		cc.fail(h2.CodeFlowControl, "connection window over 2^31-1")
 		return
 	}
 	cc.pump()
@@ -460,17 +408,12 @@ func (cc *clientConn) pump() {
 	var out []byte
 	cc.mu.Lock()
 	for _, st := range cc.streams {
-		if len(st.rest) == 0 || cc.sendWindow <= 0 {
+		n := int(cc.win.Take(&st.sendWindow, int64(len(st.rest))))
+		if n == 0 {
 			continue
 		}
-		n := int(min(int64(len(st.rest)), cc.sendWindow, st.sendWindow))
-		if n <= 0 {
-			continue
-		}
-		out = appendData(out, st.id, st.rest[:n], cc.peerMaxFrame, n == len(st.rest))
+		out = h2.AppendData(out, st.id, st.rest[:n], cc.win.MaxFrame, n == len(st.rest))
 		st.rest = st.rest[n:]
-		cc.sendWindow -= int64(n)
-		st.sendWindow -= int64(n)
 	}
 	cc.mu.Unlock()
 	if len(out) > 0 {
@@ -478,14 +421,8 @@ func (cc *clientConn) pump() {
 	}
 }
 
-func (cc *clientConn) goAway(f *frame) {
-	if len(f.payload) < 8 {
-		cc.fail(errFrameSize, "GOAWAY of %d bytes", len(f.payload))
-		return
-	}
-	last := binary.BigEndian.Uint32(f.payload) & 0x7fffffff
-	code := binary.BigEndian.Uint32(f.payload[4:])
-	debug := string(f.payload[8:min(len(f.payload), 8+256)])
+func (cc *clientConn) goAway(f *h2.Frame) {
+	g := h2.ParseGoAway(f)
 	cc.goneAway = true
 	// Streams the server did not take are failed now, retryable on
 	// another provider; the others finish; the connection then closes and
@@ -493,15 +430,15 @@ func (cc *clientConn) goAway(f *frame) {
 	cc.mu.Lock()
 	var refused []*cstream
 	for id, st := range cc.streams {
-		if id > last {
+		if id > g.Last {
 			refused = append(refused, st)
 		}
 	}
 	cc.draining = true
-	if code != errNo {
+	if g.Code != h2.CodeNo {
 		// An error GOAWAY: the server's debug data says why (a TLS port
 		// this plaintext client called, say).
-		cc.goAwayWhy = goAwayText(code, debug)
+		cc.goAwayWhy = goAwayText(g.Code, g.Debug)
 	}
 	why := cc.goAwayWhy
 	cc.mu.Unlock()
@@ -511,7 +448,7 @@ func (cc *clientConn) goAway(f *frame) {
 			continue
 		}
 		cc.finish(st, kernel.Errorf(kernel.CodeNetwork, "provider %s is going away (GOAWAY code %d %q) and did not take the call; retry on another provider",
-			cc.conn.RemoteAddrString(), code, debug))
+			cc.conn.RemoteAddrString(), g.Code, g.Debug))
 	}
 	if why != "" {
 		return // the read loop closes the connection, with why (Decode)
@@ -541,23 +478,22 @@ func (cc *clientConn) closeIfDrained() {
 }
 
 func (cc *clientConn) endBlock() {
-	id := cc.blockStream
-	cc.blockStream = 0
-	cc.fields, cc.fieldsSize, cc.fieldsOver = cc.fields[:0], 0, false
-	if err := cc.dec.decode(cc.block, cc.field); err != nil {
-		cc.fail(errProtocol, "HPACK: %v", err)
+	end := cc.block.End
+	id, err := cc.block.Decode(cc.dec, nil)
+	if err != nil {
+		cc.fail(h2.CodeProtocol, "HPACK: %v", err)
 		return
 	}
 	st := cc.stream(id)
 	if st == nil {
 		return // a call given up on
 	}
-	if cc.fieldsOver {
-		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response headers over %d bytes", maxHeaderListSize))
+	if cc.block.Over {
+		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response headers over %d bytes", h2.MaxHeaderListSize))
 		return
 	}
-	fields := append([]hpack.HeaderField(nil), cc.fields...)
-	if st.headers == nil && !cc.blockEnd {
+	fields := append([]hpack.HeaderField(nil), cc.block.Fields...)
+	if st.headers == nil && !end {
 		st.headers = fields
 		return
 	}
@@ -565,48 +501,47 @@ func (cc *clientConn) endBlock() {
 		st.headers = fields // trailers only
 	}
 	st.trailer = fields
-	if !cc.blockEnd {
+	if !end {
 		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "trailers without END_STREAM"))
 		return
 	}
 	cc.finish(st, nil)
 }
 
-func (cc *clientConn) data(f *frame) {
-	n := len(f.payload)
-	if cc.connUnacked += n; cc.connUnacked >= windowUpdateThreshold {
-		cc.send(appendWindowUpdate(nil, 0, uint32(cc.connUnacked)))
-		cc.connUnacked = 0
+func (cc *clientConn) data(f *h2.Frame) {
+	n := len(f.Payload)
+	if k := cc.connUnacked.Consume(n); k > 0 {
+		cc.send(h2.AppendWindowUpdate(nil, 0, k))
 	}
-	st := cc.stream(f.stream)
+	st := cc.stream(f.Stream)
 	if st == nil {
 		return
 	}
-	p, ok := payloadOf(f)
+	p, ok := h2.Payload(f)
 	if !ok {
-		cc.fail(errProtocol, "DATA with bad padding")
+		cc.fail(h2.CodeProtocol, "DATA with bad padding")
 		return
 	}
 	if st.stream != nil {
 		// A streaming call's answers: the window comes back as the
 		// consumer receives them (clientStream.RecvMsg).
 		if !st.stream.data(p) {
-			cc.send(appendRST(nil, st.id, errCancel))
+			cc.send(h2.AppendRST(nil, st.id, h2.CodeCancel))
 			cc.finish(st, kernel.Errorf(kernel.CodeLimitExceeded, "the provider sent more than the consumer received (over twice the payload limit of %d bytes waiting, or a message over it)", cc.f.payload))
 			return
 		}
-		if f.flags&flagEndStream != 0 {
+		if f.Flags&h2.FlagEndStream != 0 {
 			cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "stream ended without trailers (no grpc-status)"))
 		}
 		return
 	}
 	if len(st.data)+len(p) > cc.f.payload+5 {
-		cc.send(appendRST(nil, st.id, errCancel))
+		cc.send(h2.AppendRST(nil, st.id, h2.CodeCancel))
 		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response message over the payload limit of %d bytes; raise payload on the consumer", cc.f.payload))
 		return
 	}
 	st.data = append(st.data, p...)
-	if f.flags&flagEndStream != 0 {
+	if f.Flags&h2.FlagEndStream != 0 {
 		if s := header(st.headers, ":status"); s != "" && s != "200" {
 			// Not a gRPC answer (a server's 404 page for an unknown
 			// path, a proxy's error): the status comes from the HTTP
@@ -618,9 +553,8 @@ func (cc *clientConn) data(f *frame) {
 		cc.finish(st, kernel.Errorf(kernel.CodeSerialization, "response ended without trailers (no grpc-status)"))
 		return
 	}
-	if st.unacked += n; st.unacked >= windowUpdateThreshold {
-		cc.send(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
-		st.unacked = 0
+	if k := st.unacked.Consume(n); k > 0 {
+		cc.send(h2.AppendWindowUpdate(nil, st.id, k))
 	}
 }
 
@@ -646,11 +580,11 @@ type clientReply struct {
 // resetError is the error of a stream the server reset.
 func resetError(code uint32, addr string) error {
 	switch code {
-	case errRefusedStream:
+	case h2.CodeRefusedStream:
 		return kernel.Errorf(kernel.CodeNetwork, "provider %s refused the stream (REFUSED_STREAM): it did not start the call; retry on another provider", addr)
-	case errCancel:
+	case h2.CodeCancel:
 		return kernel.Errorf(kernel.CodeNetwork, "provider %s canceled the call (RST_STREAM CANCEL)", addr)
-	case errEnhanceYourCalm:
+	case h2.CodeEnhanceYourCalm:
 		return kernel.Errorf(kernel.CodeLimitExceeded, "provider %s reset the stream: ENHANCE_YOUR_CALM", addr)
 	}
 	return kernel.Errorf(kernel.CodeNetwork, "provider %s reset the stream (HTTP/2 error %d)", addr, code)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 )
 
 // A consumer's streaming call. The invoker sends its HEADERS (and a
@@ -33,10 +34,10 @@ type clientStream struct {
 	cond    sync.Cond
 	msgs    [][]byte
 	partial []byte
-	queued  int   // bytes in msgs and partial
-	unacked int   // bytes received, not yet given back
-	ended   bool  // the call is over: err says how (nil: io.EOF)
-	err     error // the call's end: its status, or why it broke
+	queued  int        // bytes in msgs and partial
+	unacked h2.Unacked // bytes received, not yet given back
+	ended   bool       // the call is over: err says how (nil: io.EOF)
+	err     error      // the call's end: its status, or why it broke
 	endCh   chan struct{}
 	waiting bool
 	closed  bool // CloseSend done
@@ -117,14 +118,10 @@ func (cs *clientStream) RecvMsg(m any) error {
 	if cs.st != nil {
 		// Once per 32 KiB received, not per message.
 		cs.mu.Lock()
-		cs.unacked += len(msg)
-		n := cs.unacked
-		if n >= windowUpdateThreshold {
-			cs.unacked = 0
-		}
+		n := cs.unacked.Consume(len(msg))
 		cs.mu.Unlock()
-		if n >= windowUpdateThreshold {
-			cs.cc.send(appendWindowUpdate(nil, cs.st.id, uint32(n)))
+		if n > 0 {
+			cs.cc.send(h2.AppendWindowUpdate(nil, cs.st.id, n))
 		}
 	}
 	body := msg[5:]
@@ -180,7 +177,7 @@ func (cs *clientStream) SendMsg(m any) error {
 			}
 			return kernel.Wrap(kernel.CodeNetwork, err, "SendMsg")
 		}
-		cs.cc.send(appendData(nil, cs.st.id, out[:n], maxFrame, false))
+		cs.cc.send(h2.AppendData(nil, cs.st.id, out[:n], maxFrame, false))
 		out = out[n:]
 	}
 	return nil
@@ -195,7 +192,7 @@ func (cs *clientStream) CloseSend() error {
 	}
 	cs.closed = true
 	cs.mu.Unlock()
-	cs.cc.send(appendData(nil, cs.st.id, nil, defaultMaxFrame, true))
+	cs.cc.send(h2.AppendData(nil, cs.st.id, nil, h2.DefaultMaxFrame, true))
 	return nil
 }
 
@@ -206,7 +203,7 @@ func (cc *clientConn) reserve(cs *clientStream, n int) (int, int) {
 	defer cc.mu.Unlock()
 	st := cs.st
 	var stop func() bool
-	for cc.sendWindow <= 0 || st.sendWindow <= 0 {
+	for cc.win.Conn <= 0 || st.sendWindow <= 0 {
 		if cs.ctx.Err() != nil || cc.closed || cc.streams[st.id] != st {
 			return 0, 0
 		}
@@ -223,8 +220,5 @@ func (cc *clientConn) reserve(cs *clientStream, n int) (int, int) {
 	if cc.closed || cc.streams[st.id] != st {
 		return 0, 0
 	}
-	k := min(int64(n), cc.sendWindow, st.sendWindow)
-	cc.sendWindow -= k
-	st.sendWindow -= k
-	return int(k), cc.peerMaxFrame
+	return int(cc.win.Take(&st.sendWindow, int64(n))), cc.win.MaxFrame
 }

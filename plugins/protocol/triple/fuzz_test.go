@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -21,7 +22,7 @@ type recorder struct {
 }
 
 func (r *recorder) Send(msg any) error {
-	b, err := (&codec{maxFrame: defaultMaxFrame}).Encode(nil, msg)
+	b, err := (&codec{maxFrame: h2.DefaultMaxFrame}).Encode(nil, msg)
 	r.sent += len(b)
 	return err
 }
@@ -80,7 +81,7 @@ func FuzzFraming(f *testing.F) {
 		w := &recorder{}
 		f := &framing{payload: 1 << 16}
 		sc := newServerConn(f, w)
-		cd := &codec{maxFrame: defaultMaxFrame, maxBody: 1 << 16}
+		cd := &codec{maxFrame: h2.DefaultMaxFrame, maxBody: 1 << 16}
 		for len(data) > 0 && !w.closed {
 			msg, n, err := cd.Decode(data)
 			if err != nil {
@@ -95,8 +96,8 @@ func FuzzFraming(f *testing.F) {
 			// The read loop reuses its buffer: so does this loop, so that
 			// a frame's bytes kept past received show up as garbage.
 			frameBytes := append([]byte(nil), data[:n]...)
-			if fr, ok := msg.(*frame); ok {
-				fr.payload = frameBytes[frameHeaderLen:]
+			if fr, ok := msg.(*h2.Frame); ok {
+				fr.Payload = frameBytes[h2.FrameHeaderLen:]
 			}
 			data = data[n:]
 			req := sc.received(msg)
@@ -123,7 +124,7 @@ func FuzzFraming(f *testing.F) {
 				c.answer(http1Answer(200, nil, false))
 			}
 		}
-		if b := f.buffered.Load(); b < 0 || b > f.budget() || len(sc.streams) > defaultMaxStreams || sc.connHeld.Load() > connRecvWindow {
+		if b := f.buffered.Load(); b < 0 || b > f.budget() || len(sc.streams) > defaultMaxStreams || sc.connHeld.Load() > h2.ConnRecvWindow {
 			t.Fatalf("state out of bounds: %d bytes buffered, %d streams, %d bytes of the window held", b, len(sc.streams), sc.connHeld.Load())
 		}
 		// The connection ends: what its streams held goes back.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -175,7 +176,7 @@ func (sc *serverConn) abused(what string) {
 	resets := float64(r.resets) + w*float64(r.prevResets)
 	opened := float64(sc.opened-r.openedAt) + w*float64(r.prevOpened)
 	if resets > maxResets && 2*resets > opened {
-		sc.fail(errEnhanceYourCalm, "%s: %.0f of the %.0f streams opened in %v (rapid reset)", what, resets, opened, resetWindow)
+		sc.fail(h2.CodeEnhanceYourCalm, "%s: %.0f of the %.0f streams opened in %v (rapid reset)", what, resets, opened, resetWindow)
 	}
 }
 
@@ -190,7 +191,7 @@ func (sc *serverConn) windowUpdateFlood() bool {
 	if sc.windowUpdates <= 5+2*(int64(sc.opened)+10*sc.dataOut.Load()) {
 		return false
 	}
-	sc.fail(errEnhanceYourCalm, "%d WINDOW_UPDATE frames for %d streams and %d DATA frames sent (a flood)",
+	sc.fail(h2.CodeEnhanceYourCalm, "%d WINDOW_UPDATE frames for %d streams and %d DATA frames sent (a flood)",
 		sc.windowUpdates, sc.opened, sc.dataOut.Load())
 	return true
 }
@@ -252,11 +253,11 @@ func (sc *serverConn) watchdog() {
 	f := sc.f
 	t := sc.tick.Add(1)
 	if b := sc.blockAt.Load(); b != 0 && t+1-b > f.ticks(f.blockLimit()) {
-		sc.abort(errEnhanceYourCalm, fmt.Sprintf("a header block not finished within %v", f.blockLimit()))
+		sc.abort(h2.CodeEnhanceYourCalm, fmt.Sprintf("a header block not finished within %v", f.blockLimit()))
 		return
 	}
 	if sc.pending.Load() > 0 && t-sc.seen.Load() > f.ticks(f.bodyLimit()) {
-		sc.abort(errEnhanceYourCalm, fmt.Sprintf("a request body not finished, and nothing received, for %v", f.bodyLimit()))
+		sc.abort(h2.CodeEnhanceYourCalm, fmt.Sprintf("a request body not finished, and nothing received, for %v", f.bodyLimit()))
 		return
 	}
 	if sc.blockAt.Load() == 0 && sc.pending.Load() == 0 {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 )
 
 // open sends a HEADERS frame of fields on a new stream.
@@ -300,7 +301,7 @@ func TestStreamStateErrors(t *testing.T) {
 	})
 	t.Run("GOAWAY on a stream", func(t *testing.T) {
 		c := fresh()
-		c.nc.Write([]byte{0, 0, 8, frameGoAway, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+		c.nc.Write([]byte{0, 0, 8, h2.FrameGoAway, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0})
 		c.expectGoAway(http2.ErrCodeProtocol, 5*time.Second)
 	})
 	c := fresh()
@@ -582,12 +583,12 @@ func TestConnectionWindowOnConsumption(t *testing.T) {
 		}
 	}
 	// The PING is answered after the DATA were read.
-	if n := connUpdates(func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() }); n != connRecvWindow-defaultInitialWindow {
-		t.Fatalf("%d bytes of connection window given back for a request not complete (want only the preface's %d)", n-(connRecvWindow-defaultInitialWindow), 0)
+	if n := connUpdates(func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() }); n != h2.ConnRecvWindow-h2.DefaultInitialWindow {
+		t.Fatalf("%d bytes of connection window given back for a request not complete (want only the preface's %d)", n-(h2.ConnRecvWindow-h2.DefaultInitialWindow), 0)
 	}
 	c.fr.WriteData(id, true, body[len(body)-100:])
 	n := connUpdates(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamID == id })
-	if n < len(body)-windowUpdateThreshold {
+	if n < len(body)-h2.WindowUpdateThreshold {
 		t.Fatalf("%d bytes of connection window given back once the %d-byte request went to its call", n, len(body))
 	}
 }
@@ -696,7 +697,7 @@ func (w *wireRecorder) Send(msg any) error {
 	if w.sendErr != nil {
 		return w.sendErr
 	}
-	b, err := (&codec{maxFrame: defaultMaxFrame}).Encode(nil, msg)
+	b, err := (&codec{maxFrame: h2.DefaultMaxFrame}).Encode(nil, msg)
 	w.out.Write(b)
 	return err
 }
@@ -717,15 +718,15 @@ func (w *wireRecorder) Done() <-chan struct{} { return nil }
 // feed runs frames through sc as the read loop does.
 func feed(t *testing.T, sc *serverConn, data []byte) {
 	t.Helper()
-	cd := &codec{maxFrame: defaultMaxFrame, maxBody: 1 << 16}
+	cd := &codec{maxFrame: h2.DefaultMaxFrame, maxBody: 1 << 16}
 	for len(data) > 0 {
 		msg, n, err := cd.Decode(data)
 		if err != nil || n == 0 {
 			t.Fatalf("decode: %v (%d bytes left)", err, len(data))
 		}
 		frameBytes := append([]byte(nil), data[:n]...)
-		if fr, ok := msg.(*frame); ok {
-			fr.payload = frameBytes[frameHeaderLen:]
+		if fr, ok := msg.(*h2.Frame); ok {
+			fr.Payload = frameBytes[h2.FrameHeaderLen:]
 		}
 		data = data[n:]
 		if req := sc.received(msg); req != nil {
@@ -806,15 +807,15 @@ func BenchmarkServerUnary(b *testing.B) {
 	body := lengthPrefixed(strMsg(strings.Repeat("x", 1024)))
 	w := &wireRecorder{}
 	sc := newServerConn(&framing{payload: 1 << 20}, w)
-	feed(&testing.T{}, sc, append([]byte(http2.ClientPreface), 0, 0, 0, frameSettings, 0, 0, 0, 0, 0))
-	cd := &codec{maxFrame: defaultMaxFrame}
+	feed(&testing.T{}, sc, append([]byte(http2.ClientPreface), 0, 0, 0, h2.FrameSettings, 0, 0, 0, 0, 0))
+	cd := &codec{maxFrame: h2.DefaultMaxFrame}
 	var frames []byte
 	id := uint32(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		frames = appendFrameHeader(frames[:0], len(block), frameHeaders, flagEndHeaders, id)
+		frames = h2.AppendFrameHeader(frames[:0], len(block), h2.FrameHeaders, h2.FlagEndHeaders, id)
 		frames = append(frames, block...)
-		frames = appendFrameHeader(frames, len(body), frameData, flagEndStream, id)
+		frames = h2.AppendFrameHeader(frames, len(body), h2.FrameData, h2.FlagEndStream, id)
 		frames = append(frames, body...)
 		id += 2
 		for data := frames; len(data) > 0; {

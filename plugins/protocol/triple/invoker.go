@@ -16,6 +16,7 @@ import (
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -54,7 +55,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		if payload <= 0 {
 			payload = DefaultPayload
 		}
-		codec := &clientCodec{codec: codec{maxFrame: defaultMaxFrame}, calls: map[uint64]*cstream{}}
+		codec := &clientCodec{codec: codec{maxFrame: h2.DefaultMaxFrame}, calls: map[uint64]*cstream{}}
 		opt := netty.ClientOptions{
 			// Heartbeats are HTTP/2 PINGs (clientCodec.Encode): a
 			// connection silent for three is closed and reconnected.
@@ -140,14 +141,14 @@ func (iv *invoker) Destroy() {
 // per-method ones (methodFields).
 func (iv *invoker) fixedHeaders(contentType string) []byte {
 	var hb []byte
-	hb = appendHeaderField(hb, ":scheme", iv.scheme)
-	hb = appendHeaderField(hb, ":authority", iv.url.Address())
-	hb = appendHeaderField(hb, "content-type", contentType)
-	hb = appendHeaderField(hb, "te", "trailers")
-	hb = appendHeaderField(hb, "grpc-accept-encoding", "gzip")
-	hb = appendHeaderField(hb, "user-agent", "weft-triple")
+	hb = h2.AppendField(hb, ":scheme", iv.scheme)
+	hb = h2.AppendField(hb, ":authority", iv.url.Address())
+	hb = h2.AppendField(hb, "content-type", contentType)
+	hb = h2.AppendField(hb, "te", "trailers")
+	hb = h2.AppendField(hb, "grpc-accept-encoding", "gzip")
+	hb = h2.AppendField(hb, "user-agent", "weft-triple")
 	if a := iv.url.Param(kernel.KeyApplication); a != "" && validHeaderValue(a) {
-		hb = appendHeaderField(hb, headerConsumerApp, a)
+		hb = h2.AppendField(hb, headerConsumerApp, a)
 	}
 	for _, a := range kernel.InvokerAttachments {
 		if !a.PerMethod {
@@ -170,11 +171,11 @@ func appendURLAttachment(hb []byte, key, value string) []byte {
 	case kernel.KeyPath, kernel.KeyInterface:
 		return hb
 	case kernel.KeyGroup:
-		return appendHeaderField(hb, headerServiceGroup, value)
+		return h2.AppendField(hb, headerServiceGroup, value)
 	case kernel.KeyVersion:
-		return appendHeaderField(hb, headerServiceVersion, value)
+		return h2.AppendField(hb, headerServiceVersion, value)
 	}
-	return appendHeaderField(hb, key, value)
+	return h2.AppendField(hb, key, value)
 }
 
 // methodFields are the header fields of every call of one method, encoded:
@@ -187,7 +188,7 @@ func (iv *invoker) methodFields(method string) *methodFields {
 	if m, ok := iv.paths.Load(method); ok {
 		return m.(*methodFields)
 	}
-	m := &methodFields{path: appendHeaderField(nil, ":path", "/"+iv.url.Interface()+"/"+method)}
+	m := &methodFields{path: h2.AppendField(nil, ":path", "/"+iv.url.Interface()+"/"+method)}
 	for _, a := range kernel.InvokerAttachments {
 		if a.PerMethod {
 			m.attachments = appendURLAttachment(m.attachments, a.Key, a.Value(iv.url, method))
@@ -286,7 +287,7 @@ func (iv *invoker) headersFor(inv *kernel.Invocation, wait time.Duration, nonIDL
 		hb = append(hb, iv.fixed...)
 	}
 	hb = append(hb, m.attachments...)
-	hb = appendHeaderField(hb, "grpc-timeout", formatTimeout(wait))
+	hb = h2.AppendField(hb, "grpc-timeout", formatTimeout(wait))
 	return appendMetadata(hb, inv.Attachments())
 }
 

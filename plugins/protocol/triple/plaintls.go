@@ -2,17 +2,13 @@ package triple
 
 import (
 	"encoding/binary"
-	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
-
-// HTTP/2's INADEQUATE_SECURITY (RFC 9113 §7): the peer's connection is not
-// secure enough, the error of a plaintext client on a TLS port.
-const errInadequateSecurity = 0xc
 
 var _ netty.PlainRefuser = (*codec)(nil)
 
@@ -22,9 +18,9 @@ var _ netty.PlainRefuser = (*codec)(nil)
 // request (curl http://) gets a 400 saying why, as Go's own HTTPS server
 // answers one.
 func (c *codec) RefusePlain(rw io.ReadWriter, first16 []byte, why string) bool {
-	n := min(len(first16), len(clientPreface))
+	n := min(len(first16), len(h2.ClientPreface))
 	switch {
-	case n > 0 && string(first16[:n]) == clientPreface[:n]:
+	case n > 0 && string(first16[:n]) == h2.ClientPreface[:n]:
 		refuseH2(rw, why+", or TLS credentials on a gRPC client")
 		return true
 	case c.maxBody > 0 && isHTTP1(first16):
@@ -47,18 +43,18 @@ func (c *codec) RefusePlain(rw io.ReadWriter, first16 []byte, why string) bool {
 // while it reports a call's status as it is; the weft client reports
 // either.
 func refuseH2(rw io.ReadWriter, why string) {
-	if _, err := rw.Write(appendSettings(nil)); err != nil {
+	if _, err := rw.Write(h2.AppendSettings(nil)); err != nil {
 		return
 	}
 	r := io.LimitReader(rw, 64<<10)
 	var call uint32
-	if _, err := io.ReadFull(r, make([]byte, len(clientPreface))); err == nil {
-		hdr := make([]byte, frameHeaderLen)
+	if _, err := io.ReadFull(r, make([]byte, len(h2.ClientPreface))); err == nil {
+		hdr := make([]byte, h2.FrameHeaderLen)
 		for {
 			if _, err := io.ReadFull(r, hdr); err != nil {
 				break
 			}
-			if id := binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff; hdr[3] == frameHeaders && id%2 == 1 {
+			if id := binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff; hdr[3] == h2.FrameHeaders && id%2 == 1 {
 				call = id
 				break
 			}
@@ -72,17 +68,5 @@ func refuseH2(rw io.ReadWriter, why string) {
 	if call != 0 {
 		b = appendTrailersOnly(b, call, 200, statusUnavailable, why, kernel.CodeNetwork)
 	}
-	rw.Write(appendGoAway(b, call, errInadequateSecurity, why))
-}
-
-// goAwayName is an HTTP/2 error code's name, as RFC 9113 §7 and grpc-go
-// spell it.
-func goAwayName(code uint32) string {
-	names := [...]string{"NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
-		"STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR",
-		"ENHANCE_YOUR_CALM", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"}
-	if int(code) < len(names) {
-		return names[code]
-	}
-	return fmt.Sprintf("error code %d", code)
+	rw.Write(h2.AppendGoAway(b, call, h2.CodeInadequateSecurity, why))
 }

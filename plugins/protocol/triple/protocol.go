@@ -13,7 +13,7 @@
 // per stream, and writes that the transport here batches.
 //
 // Answers are encoded without HPACK's dynamic table (see
-// appendHeaderField): every goroutine encodes its own response, in
+// h2.AppendField): every goroutine encodes its own response, in
 // parallel, with nothing shared.
 package triple
 
@@ -39,6 +39,7 @@ import (
 	"github.com/weftrpc/weft/internal/exports"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -164,7 +165,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 		if payload <= 0 {
 			payload = DefaultPayload
 		}
-		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), &codec{maxFrame: defaultMaxFrame, maxBody: payload},
+		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), &codec{maxFrame: h2.DefaultMaxFrame, maxBody: payload},
 			&handler{s: s, log: p.log},
 			netty.ServerOptions{
 				// A connection that sends nothing for 3 heartbeats is
@@ -468,11 +469,11 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 		return nil
 	}
 	hb := make([]byte, 0, 64)
-	hb = appendHeaderField(hb, ":status", "200")
-	hb = appendHeaderField(hb, "content-type", c.contentType)
+	hb = h2.AppendField(hb, ":status", "200")
+	hb = h2.AppendField(hb, "content-type", c.contentType)
 	hb = appendMetadata(hb, headers)
-	frames := appendHeaders(make([]byte, 0, 3*frameHeaderLen+len(hb)+5+size+64), st.id, hb, maxFrame, false)
-	frames = appendFrameHeader(frames, 5+size, frameData, 0, st.id)
+	frames := h2.AppendHeaders(make([]byte, 0, 3*h2.FrameHeaderLen+len(hb)+5+size+64), st.id, hb, maxFrame, false)
+	frames = h2.AppendFrameHeader(frames, 5+size, h2.FrameData, 0, st.id)
 	frames = append(frames, 0, byte(size>>24), byte(size>>16), byte(size>>8), byte(size))
 	frames, err := proto.MarshalOptions{}.MarshalAppend(frames, m)
 	if err != nil {
@@ -480,9 +481,9 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "result: "+err.Error())
 	}
 	tb := hb[:0]
-	tb = appendHeaderField(tb, "grpc-status", "0")
+	tb = h2.AppendField(tb, "grpc-status", "0")
 	tb = appendMetadata(tb, att)
-	frames = appendHeaders(frames, st.id, tb, maxFrame, true)
+	frames = h2.AppendHeaders(frames, st.id, tb, maxFrame, true)
 	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: rawFrames(frames)}
 }
 
@@ -492,11 +493,11 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, att, headers map[string]any) *netty.Response {
 	sc := st.sc
 	hb := make([]byte, 0, 64)
-	hb = appendHeaderField(hb, ":status", "200")
-	hb = appendHeaderField(hb, "content-type", c.contentType)
+	hb = h2.AppendField(hb, ":status", "200")
+	hb = h2.AppendField(hb, "content-type", c.contentType)
 	hb = appendMetadata(hb, headers)
 	// One buffer for the frames: HEADERS, DATA, trailers.
-	frames := appendHeaders(make([]byte, 0, 3*frameHeaderLen+len(hb)+len(msg)+64), st.id, hb, sc.maxFrameNow(), false)
+	frames := h2.AppendHeaders(make([]byte, 0, 3*h2.FrameHeaderLen+len(hb)+len(msg)+64), st.id, hb, sc.maxFrameNow(), false)
 	for len(msg) > 0 {
 		n, maxFrame := sc.reserve(ctx, st, len(msg))
 		if n == 0 {
@@ -505,9 +506,9 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 			}
 			// The deadline passed while the client's windows were shut.
 			return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK,
-				Data: rawFrames(appendRST(frames, st.id, errCancel))}
+				Data: rawFrames(h2.AppendRST(frames, st.id, h2.CodeCancel))}
 		}
-		frames = appendData(frames, st.id, msg[:n], maxFrame, false)
+		frames = h2.AppendData(frames, st.id, msg[:n], maxFrame, false)
 		sc.dataOut.Add(int64((n + maxFrame - 1) / maxFrame))
 		msg = msg[n:]
 		if len(msg) > 0 {
@@ -516,10 +517,10 @@ func (h *handler) answer(ctx context.Context, st *stream, c *call, msg []byte, a
 		}
 	}
 	tb := hb[:0] // the header block is in frames already
-	tb = appendHeaderField(tb, "grpc-status", "0")
+	tb = h2.AppendField(tb, "grpc-status", "0")
 	// Reply attachments travel in the trailers, as Dubbo 3 sends them.
 	tb = appendMetadata(tb, att)
-	frames = appendHeaders(frames, st.id, tb, sc.maxFrameNow(), true)
+	frames = h2.AppendHeaders(frames, st.id, tb, sc.maxFrameNow(), true)
 	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: rawFrames(frames)}
 }
 
@@ -547,19 +548,19 @@ func appendTrailersOnly(dst []byte, id uint32, httpStatus, grpcStatus int, msg s
 // grpc-status-details-bin.
 func appendTrailersOnlyDetails(dst []byte, id uint32, httpStatus, grpcStatus int, msg string, code kernel.Code, details []byte) []byte {
 	var hb []byte
-	hb = appendHeaderField(hb, ":status", strconv.Itoa(httpStatus))
-	hb = appendHeaderField(hb, "content-type", "application/grpc")
-	hb = appendHeaderField(hb, "grpc-status", strconv.Itoa(grpcStatus))
+	hb = h2.AppendField(hb, ":status", strconv.Itoa(httpStatus))
+	hb = h2.AppendField(hb, "content-type", "application/grpc")
+	hb = h2.AppendField(hb, "grpc-status", strconv.Itoa(grpcStatus))
 	if msg != "" {
-		hb = appendHeaderField(hb, "grpc-message", encodeMessage(view.Cut(msg, netty.MaxErrorText)))
+		hb = h2.AppendField(hb, "grpc-message", encodeMessage(view.Cut(msg, netty.MaxErrorText)))
 	}
 	if grpcStatus != statusOK {
-		hb = appendHeaderField(hb, headerExceptionCode, strconv.Itoa(int(code)))
+		hb = h2.AppendField(hb, headerExceptionCode, strconv.Itoa(int(code)))
 	}
 	if len(details) > 0 && len(details) <= netty.MaxErrorText {
-		hb = appendHeaderField(hb, "grpc-status-details-bin", base64Raw(details))
+		hb = h2.AppendField(hb, "grpc-status-details-bin", base64Raw(details))
 	}
-	return appendHeaders(dst, id, hb, defaultMaxFrame, true)
+	return h2.AppendHeaders(dst, id, hb, h2.DefaultMaxFrame, true)
 }
 
 // appendResponse encodes what the exchange server sends: a handler's
@@ -655,16 +656,16 @@ func appendMetadata(hb []byte, att map[string]any) []byte {
 		switch x := v.(type) {
 		case string:
 			if validHeaderValue(x) {
-				hb = appendHeaderField(hb, k, x)
+				hb = h2.AppendField(hb, k, x)
 			}
 		case []byte:
 			if !strings.HasSuffix(k, "-bin") {
 				k += "-bin"
 			}
-			hb = appendHeaderField(hb, k, base64Raw(x))
+			hb = h2.AppendField(hb, k, base64Raw(x))
 		default:
 			if s := view.Text(x); validHeaderValue(s) {
-				hb = appendHeaderField(hb, k, s)
+				hb = h2.AppendField(hb, k, s)
 			}
 		}
 	}

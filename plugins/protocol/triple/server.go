@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -70,8 +71,8 @@ func (f *framing) budget() int64 {
 
 type connKey struct{}
 
-func (f *framing) state(ch extension.Channel) *serverConn {
-	v, _ := ch.(*netty.Conn).Attr(connKey{})
+func (f *framing) state(c netty.StatefulChannel) *serverConn {
+	v, _ := c.Attr(connKey{})
 	sc, _ := v.(*serverConn)
 	return sc
 }
@@ -79,15 +80,14 @@ func (f *framing) state(ch extension.Channel) *serverConn {
 // Connected makes the connection's state; the server's preface waits for
 // the client's (serverConn.preface).
 func (f *framing) Connected(ch extension.Channel) {
-	c := ch.(*netty.Conn)
+	c := ch.(netty.StatefulChannel)
 	c.SetAttr(connKey{}, newServerConn(f, c))
 }
 
 func newServerConn(f *framing, w wire) *serverConn {
-	sc := &serverConn{f: f, conn: w, streams: map[uint32]*stream{}, inflight: map[uint32]*stream{},
-		peerWindow: defaultInitialWindow, peerMaxFrame: defaultMaxFrame, sendWindow: defaultInitialWindow}
+	sc := &serverConn{f: f, conn: w, streams: map[uint32]*stream{}, inflight: map[uint32]*stream{}, win: h2.NewSendWindows()}
 	sc.cond = sync.NewCond(&sc.mu)
-	sc.dec = newHPACKDecoder(4096, maxHeaderListSize)
+	sc.dec = h2.NewDecoder(4096, h2.MaxHeaderListSize)
 	sc.hv.reset()
 	// The clock of the connection's deadlines, stopped until a header
 	// block or a request body is left open (see watchdog).
@@ -100,18 +100,18 @@ func newServerConn(f *framing, w wire) *serverConn {
 // and opens the connection's receive window beyond HTTP/2's 64 KiB. Not
 // before: a client that speaks HTTP/1.1 gets no HTTP/2 bytes.
 func (sc *serverConn) preface() {
-	b := appendSettings(nil,
-		settingMaxConcurrentStreams, uint32(sc.f.streamLimit()),
-		settingInitialWindowSize, recvWindow,
-		settingMaxFrameSize, defaultMaxFrame,
-		settingMaxHeaderListSize, maxHeaderListSize)
-	b = appendWindowUpdate(b, 0, connRecvWindow-defaultInitialWindow)
+	b := h2.AppendSettings(nil,
+		h2.SettingMaxConcurrentStreams, uint32(sc.f.streamLimit()),
+		h2.SettingInitialWindowSize, h2.RecvWindow,
+		h2.SettingMaxFrameSize, h2.DefaultMaxFrame,
+		h2.SettingMaxHeaderListSize, h2.MaxHeaderListSize)
+	b = h2.AppendWindowUpdate(b, 0, h2.ConnRecvWindow-h2.DefaultInitialWindow)
 	sc.send(b)
 }
 
 // Disconnected ends the connection's calls: their answers have nowhere to go.
 func (f *framing) Disconnected(ch extension.Channel) {
-	if sc := f.state(ch); sc != nil {
+	if sc := f.state(ch.(netty.StatefulChannel)); sc != nil {
 		sc.disconnected()
 	}
 	f.es.Disconnected(ch)
@@ -142,14 +142,13 @@ func (f *framing) Caught(ch extension.Channel, err error) { f.es.Caught(ch, err)
 // completes to the exchange server's pool; a call offered inline and
 // declined (every thread busy) comes back here too.
 func (f *framing) Received(ch extension.Channel, msg any) {
-	c := ch.(*netty.Conn)
 	if req, ok := msg.(*netty.Request); ok {
-		f.es.Dispatch(c, req, false)
+		f.es.Received(ch, req)
 		return
 	}
-	if sc := f.state(ch); sc != nil {
+	if sc := f.state(ch.(netty.StatefulChannel)); sc != nil {
 		if req := sc.received(msg); req != nil {
-			f.es.Dispatch(c, req, false)
+			f.es.Received(ch, req)
 		}
 	}
 }
@@ -180,7 +179,7 @@ func (f *framing) GoingAway(c *netty.Conn) {
 	if sc := f.state(c); sc != nil && !sc.stopping.Swap(true) {
 		last := sc.maxSeen.Load()
 		sc.stopLast.Store(last)
-		sc.send(appendGoAway(nil, last, errNo, "server stopping"))
+		sc.send(h2.AppendGoAway(nil, last, h2.CodeNo, "server stopping"))
 	}
 }
 
@@ -201,13 +200,13 @@ const defaultMaxStreams = 1000
 // maxBuffered is the least request bytes a server holds in streams not yet
 // complete, across its connections (framing.budget): past it a request
 // is answered RESOURCE_EXHAUSTED rather than buffered. Each connection's
-// own bytes are bounded by its window (connRecvWindow), given back only as
+// own bytes are bounded by its window (h2.ConnRecvWindow), given back only as
 // requests are handed to their calls; this bounds the sum, so that many
 // connections sending bodies they never finish cannot pin the heap.
 var maxBuffered int64 = 32 << 20
 
-// wire is what the state needs of its connection (a *netty.Conn; the fuzz
-// target's recorder).
+// wire is what the state needs of its connection (a netty.StatefulChannel;
+// the fuzz target's recorder).
 type wire interface {
 	Send(msg any) error
 	CloseGracefully(wait time.Duration)
@@ -226,7 +225,7 @@ type wire interface {
 type serverConn struct {
 	f    *framing
 	conn wire
-	dec  *hpackDecoder
+	dec  *h2.Decoder
 
 	gotPreface, gotSettings bool
 	streams                 map[uint32]*stream // receiving their request
@@ -244,8 +243,8 @@ type serverConn struct {
 	// given back by WINDOW_UPDATE; connHeld is shared with the streaming
 	// methods that consume their messages.
 	connHeld atomic.Int64
-	connFree int // consumed on the read loop, not yet given back
-	partial  int // held by unary requests not yet complete
+	connFree h2.Unacked // consumed on the read loop, not yet given back
+	partial  int        // held by unary requests not yet complete
 
 	rates resetRate // client resets and refused streams, for rapid reset
 	// windowUpdates counts the client's WINDOW_UPDATE frames, dataOut the
@@ -255,15 +254,10 @@ type serverConn struct {
 	dataOut       atomic.Int64
 
 	// The header block being read (HEADERS, then CONTINUATION frames).
-	block       []byte
-	blockStream uint32
-	blockEnd    bool // the HEADERS had END_STREAM
+	block       h2.HeaderBlock
 	blockNew    bool // the HEADERS opened a new stream
 	blockBad    bool // the HEADERS depended on its own stream (a stream error once decoded)
 	blockFrames int  // CONTINUATION frames so far
-	fields      []hpack.HeaderField
-	fieldsSize  int
-	fieldsOver  bool
 	hv          headerCheck
 	ready       *netty.Request // the call the frame being run completed
 	h1          *http1Conn     // an HTTP/1.1 connection's answers
@@ -277,13 +271,11 @@ type serverConn struct {
 	blockAt atomic.Uint32 // 1 + the tick a header block spanning frames started; 0: none
 	pending atomic.Int32  // unary requests started and not complete (streams with no ss)
 
-	mu           sync.Mutex
-	cond         *sync.Cond
-	closed       bool
-	inflight     map[uint32]*stream // requests complete, answers not yet sent
-	sendWindow   int64              // the connection's, given by the peer
-	peerWindow   int64              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerMaxFrame int
+	mu       sync.Mutex
+	cond     *sync.Cond
+	closed   bool
+	inflight map[uint32]*stream // requests complete, answers not yet sent
+	win      h2.SendWindows
 }
 
 // stream is one call.
@@ -292,7 +284,7 @@ type stream struct {
 	sc      *serverConn
 	headers []hpack.HeaderField
 	data    []byte
-	unacked int          // bytes received, not yet given back by WINDOW_UPDATE
+	unacked h2.Unacked   // bytes received, not yet given back by WINDOW_UPDATE
 	window  atomic.Int64 // what the client may still send on it (a streaming method gives it back as it receives)
 	length  int64        // its content-length, -1 without one
 	recvd   int64        // DATA bytes received (padding aside), to check content-length
@@ -336,16 +328,6 @@ func (sc *serverConn) release(st *stream) {
 	}
 }
 
-func (sc *serverConn) field(f hpack.HeaderField) {
-	sc.fieldsSize += len(f.Name) + len(f.Value) + 32
-	sc.hv.check(f)
-	if sc.fieldsSize > maxHeaderListSize {
-		sc.fieldsOver = true
-		return
-	}
-	sc.fields = append(sc.fields, f)
-}
-
 // send queues frames; a connection that cannot take them (its write queue
 // over the transport's bound: the peer does not read) is closed, since
 // every later frame would be lost too.
@@ -362,7 +344,7 @@ func (sc *serverConn) send(b []byte) {
 // closes past maxQueuedControlFrames, here with GOAWAY saying why.
 func (sc *serverConn) control(b []byte) {
 	if !sc.conn.CountControl() {
-		sc.fail(errEnhanceYourCalm, "over %d control frames queued to a peer that does not read them", maxQueuedControlFrames)
+		sc.fail(h2.CodeEnhanceYourCalm, "over %d control frames queued to a peer that does not read them", maxQueuedControlFrames)
 		return
 	}
 	sc.send(b)
@@ -377,10 +359,13 @@ func (sc *serverConn) fail(code uint32, format string, args ...any) {
 	sc.abort(code, fmt.Sprintf(format, args...))
 }
 
+// failOn ends the connection for e.
+func (sc *serverConn) failOn(e *h2.ConnError) { sc.fail(e.Code, "%s", e.Msg) }
+
 // abort sends GOAWAY code (once) and closes the connection; any goroutine.
 func (sc *serverConn) abort(code uint32, msg string) {
 	if sc.failed.CompareAndSwap(false, true) {
-		sc.send(appendGoAway(nil, sc.maxSeen.Load(), code, msg))
+		sc.send(h2.AppendGoAway(nil, sc.maxSeen.Load(), code, msg))
 	}
 	sc.conn.CloseGracefully(100 * time.Millisecond)
 }
@@ -397,33 +382,32 @@ func (sc *serverConn) received(msg any) *netty.Request {
 	switch m := msg.(type) {
 	case preface:
 		if sc.gotPreface || sc.h1 != nil {
-			sc.fail(errProtocol, "a second connection preface, or one after HTTP/1.1")
+			sc.fail(h2.CodeProtocol, "a second connection preface, or one after HTTP/1.1")
 			return nil
 		}
 		sc.gotPreface = true
 		sc.preface()
-	case *connError:
-		sc.fail(m.code, "%s", m.msg)
+	case *h2.ConnError:
+		sc.failOn(m)
 	case *http1Request:
 		return sc.http1(m)
-	case *frame:
+	case *h2.Frame:
 		// Only our own GOAWAY for an error stops the frames: after the
 		// client's, its streams go on (WINDOW_UPDATE, PING, DATA).
 		if sc.failed.Load() {
-			framePool.Put(m)
+			h2.Release(m)
 			return nil
 		}
 		if !sc.gotPreface {
-			framePool.Put(m)
-			sc.fail(errProtocol, "a frame before the connection preface")
+			h2.Release(m)
+			sc.fail(h2.CodeProtocol, "a frame before the connection preface")
 			return nil
 		}
 		if t := sc.tick.Load(); t != sc.swept {
 			sc.sweep(t)
 		}
 		sc.frame(m)
-		m.payload = nil
-		framePool.Put(m)
+		h2.Release(m)
 		req := sc.ready
 		sc.ready = nil
 		return req
@@ -431,88 +415,72 @@ func (sc *serverConn) received(msg any) *netty.Request {
 	return nil
 }
 
-func (sc *serverConn) frame(f *frame) {
-	if !sc.gotSettings && (f.typ != frameSettings || f.flags&flagAck != 0) {
-		sc.fail(errProtocol, "the connection must start with SETTINGS")
+func (sc *serverConn) frame(f *h2.Frame) {
+	if !sc.gotSettings && (f.Type != h2.FrameSettings || f.Flags&h2.FlagAck != 0) {
+		sc.fail(h2.CodeProtocol, "the connection must start with SETTINGS")
 		return
 	}
-	if sc.blockStream != 0 && (f.typ != frameContinuation || f.stream != sc.blockStream) {
-		sc.fail(errProtocol, "a header block of stream %d not continued by CONTINUATION", sc.blockStream)
+	if f.Type == h2.FrameGoAway && f.Stream != 0 { // whatever its length
+		sc.fail(h2.CodeProtocol, "GOAWAY on stream %d", f.Stream)
 		return
 	}
-	switch f.typ {
-	case frameSettings:
+	if e := sc.block.Admit(f); e != nil {
+		sc.failOn(e)
+		return
+	}
+	switch f.Type {
+	case h2.FrameSettings:
 		sc.settings(f)
-	case frameHeaders:
+	case h2.FrameHeaders:
 		sc.headers(f)
-	case frameContinuation:
-		if sc.blockStream == 0 {
-			sc.fail(errProtocol, "CONTINUATION without HEADERS")
-			return
-		}
+	case h2.FrameContinuation:
 		sc.continuation(f)
-	case frameData:
+	case h2.FrameData:
 		sc.dataFrame(f)
-	case frameWindowUpdate:
+	case h2.FrameWindowUpdate:
 		sc.windowUpdate(f)
-	case framePing:
-		if len(f.payload) != 8 {
-			sc.fail(errFrameSize, "PING of %d bytes", len(f.payload))
+	case h2.FramePing:
+		if f.Stream != 0 {
+			sc.fail(h2.CodeProtocol, "PING on stream %d", f.Stream)
 			return
 		}
-		if f.stream != 0 {
-			sc.fail(errProtocol, "PING on stream %d", f.stream)
-			return
+		if ack := h2.PingAck(f); ack != nil {
+			sc.control(ack)
 		}
-		if f.flags&flagAck == 0 {
-			b := appendFrameHeader(nil, 8, framePing, flagAck, 0)
-			sc.control(append(b, f.payload...))
-		}
-	case frameRSTStream:
+	case h2.FrameRSTStream:
 		sc.rstStream(f)
-	case framePriority:
-		if f.stream == 0 {
-			sc.fail(errProtocol, "PRIORITY on stream 0")
+	case h2.FramePriority:
+		if f.Stream == 0 {
+			sc.fail(h2.CodeProtocol, "PRIORITY on stream 0")
 			return
 		}
-		if len(f.payload) != 5 {
-			sc.streamError(f.stream, errFrameSize)
+		if len(f.Payload) != 5 {
+			sc.streamError(f.Stream, h2.CodeFrameSize)
 			return
 		}
-		if binary.BigEndian.Uint32(f.payload)&0x7fffffff == f.stream {
-			sc.streamError(f.stream, errProtocol) // RFC 9113 5.3.1: a stream cannot depend on itself
+		if binary.BigEndian.Uint32(f.Payload)&0x7fffffff == f.Stream {
+			sc.streamError(f.Stream, h2.CodeProtocol) // RFC 9113 5.3.1: a stream cannot depend on itself
 		}
-	case frameGoAway:
+	case h2.FrameGoAway:
 		// The client opens no stream after the last it names; those
 		// before go on, answered as usual. It closes the connection.
-		if f.stream != 0 {
-			sc.fail(errProtocol, "GOAWAY on stream %d", f.stream)
-		} else if len(f.payload) < 8 {
-			sc.fail(errFrameSize, "GOAWAY of %d bytes", len(f.payload))
-		}
-	case framePushPromise:
-		sc.fail(errProtocol, "PUSH_PROMISE from a client")
+	case h2.FramePushPromise:
+		sc.fail(h2.CodeProtocol, "PUSH_PROMISE from a client")
 	}
 	// Unknown frame types are ignored (RFC 9113 5.5).
 }
 
-func (sc *serverConn) settings(f *frame) {
-	if f.flags&flagAck != 0 {
-		if len(f.payload) != 0 || f.stream != 0 {
-			sc.fail(errFrameSize, "SETTINGS ACK with a payload")
+func (sc *serverConn) settings(f *h2.Frame) {
+	if f.Flags&h2.FlagAck != 0 {
+		if len(f.Payload) != 0 || f.Stream != 0 {
+			sc.fail(h2.CodeFrameSize, "SETTINGS ACK with a payload")
 		}
 		return
 	}
-	ps, e := parseSettings(f)
-	if e != nil {
-		sc.fail(e.code, "%s", e.msg)
-		return
-	}
+	ps := h2.ParseSettings(f)
 	sc.gotSettings = true
 	sc.mu.Lock()
-	if ps.hasWindow {
-		delta := int64(ps.window) - sc.peerWindow
-		sc.peerWindow = int64(ps.window)
+	if delta := sc.win.Apply(ps); ps.HasWindow {
 		for _, st := range sc.inflight {
 			st.sendWindow += delta
 		}
@@ -523,23 +491,16 @@ func (sc *serverConn) settings(f *frame) {
 		}
 		sc.cond.Broadcast()
 	}
-	if ps.hasMaxFrame {
-		sc.peerMaxFrame = int(ps.maxFrame)
-	}
 	sc.mu.Unlock()
-	sc.control(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
+	sc.control(h2.AppendSettingsAck(nil))
 }
 
 // rstStream is the client's RST_STREAM: the stream's call, if it runs,
 // is cancelled and its slot given back at once; a reset of a stream not
 // yet answered counts toward rapid reset.
-func (sc *serverConn) rstStream(f *frame) {
-	if len(f.payload) != 4 {
-		sc.fail(errFrameSize, "RST_STREAM of %d bytes", len(f.payload))
-		return
-	}
-	if f.stream == 0 || sc.idle(f.stream) {
-		sc.fail(errProtocol, "RST_STREAM of idle stream %d", f.stream)
+func (sc *serverConn) rstStream(f *h2.Frame) {
+	if f.Stream == 0 || sc.idle(f.Stream) {
+		sc.fail(h2.CodeProtocol, "RST_STREAM of idle stream %d", f.Stream)
 		return
 	}
 	// Every reset counts, not only those of streams still open: the
@@ -548,7 +509,7 @@ func (sc *serverConn) rstStream(f *frame) {
 	// for nobody all the same. Netty's Http2MaxRstFrameDecoder counts every
 	// RST_STREAM too; the share of streams opened (resetRate) spares a
 	// client that cancels some of its calls.
-	sc.drop(f.stream)
+	sc.drop(f.Stream)
 	sc.abused("streams reset by the client")
 }
 
@@ -580,111 +541,80 @@ func (sc *serverConn) drop(id uint32) bool {
 // call, if any, ended.
 func (sc *serverConn) streamError(id, code uint32) {
 	sc.drop(id)
-	sc.control(appendRST(nil, id, code))
+	sc.control(h2.AppendRST(nil, id, code))
 }
 
-func (sc *serverConn) windowUpdate(f *frame) {
-	if len(f.payload) != 4 {
-		sc.fail(errFrameSize, "WINDOW_UPDATE of %d bytes", len(f.payload))
-		return
-	}
-	inc := int64(binary.BigEndian.Uint32(f.payload) & 0x7fffffff)
+func (sc *serverConn) windowUpdate(f *h2.Frame) {
+	inc := h2.WindowIncrement(f)
 	if sc.windowUpdates++; sc.windowUpdateFlood() {
 		return
 	}
-	if f.stream == 0 {
+	if f.Stream == 0 {
 		if inc == 0 {
-			sc.fail(errProtocol, "WINDOW_UPDATE of 0 on the connection")
+			sc.fail(h2.CodeProtocol, "WINDOW_UPDATE of 0 on the connection")
 			return
 		}
 		sc.mu.Lock()
-		sc.sendWindow += inc
-		over := sc.sendWindow > maxWindow
+		ok := sc.win.Open(inc)
 		sc.cond.Broadcast()
 		sc.mu.Unlock()
-		if over {
-			sc.fail(errFlowControl, "connection window over 2^31-1")
+		if !ok {
+			sc.fail(h2.CodeFlowControl, "connection window over 2^31-1")
 		}
 		return
 	}
-	if sc.idle(f.stream) {
-		sc.fail(errProtocol, "WINDOW_UPDATE on idle stream %d", f.stream)
+	if sc.idle(f.Stream) {
+		sc.fail(h2.CodeProtocol, "WINDOW_UPDATE on idle stream %d", f.Stream)
 		return
 	}
 	if inc == 0 {
-		sc.streamError(f.stream, errProtocol)
+		sc.streamError(f.Stream, h2.CodeProtocol)
 		return
 	}
-	st := sc.streams[f.stream]
+	st := sc.streams[f.Stream]
 	sc.mu.Lock()
 	if st == nil {
-		st = sc.inflight[f.stream]
+		st = sc.inflight[f.Stream]
 	}
 	over := false
 	if st != nil {
 		st.sendWindow += inc
-		over = st.sendWindow > maxWindow
+		over = st.sendWindow > h2.MaxWindow
 		sc.cond.Broadcast()
 	}
 	sc.mu.Unlock()
 	// st nil: a stream closed already.
 	if over {
-		sc.streamError(f.stream, errFlowControl)
+		sc.streamError(f.Stream, h2.CodeFlowControl)
 	}
 }
 
-// payloadOf strips a frame's padding (and a HEADERS frame's priority).
-func payloadOf(f *frame) ([]byte, bool) {
-	p := f.payload
-	pad := 0
-	if f.flags&flagPadded != 0 {
-		if len(p) < 1 {
-			return nil, false
-		}
-		pad = int(p[0])
-		p = p[1:]
-	}
-	if f.typ == frameHeaders && f.flags&flagPriority != 0 {
-		if len(p) < 5 {
-			return nil, false
-		}
-		p = p[5:]
-	}
-	if pad > len(p) {
-		return nil, false
-	}
-	return p[:len(p)-pad], true
-}
-
-func (sc *serverConn) headers(f *frame) {
-	if f.stream == 0 || f.stream%2 == 0 {
-		sc.fail(errProtocol, "HEADERS on stream %d (a client opens odd streams)", f.stream)
+func (sc *serverConn) headers(f *h2.Frame) {
+	if f.Stream == 0 || f.Stream%2 == 0 {
+		sc.fail(h2.CodeProtocol, "HEADERS on stream %d (a client opens odd streams)", f.Stream)
 		return
 	}
-	p, ok := payloadOf(f)
+	p, ok := h2.Payload(f)
 	if !ok {
-		sc.fail(errProtocol, "HEADERS with bad padding")
+		sc.fail(h2.CodeProtocol, "HEADERS with bad padding")
 		return
 	}
 	sc.blockBad = false
-	if f.flags&flagPriority != 0 {
-		dep := f.payload
-		if f.flags&flagPadded != 0 {
+	if f.Flags&h2.FlagPriority != 0 {
+		dep := f.Payload
+		if f.Flags&h2.FlagPadded != 0 {
 			dep = dep[1:]
 		}
-		sc.blockBad = binary.BigEndian.Uint32(dep)&0x7fffffff == f.stream
+		sc.blockBad = binary.BigEndian.Uint32(dep)&0x7fffffff == f.Stream
 	}
 	sc.blockNew = false
-	if st := sc.streams[f.stream]; st == nil && f.stream > sc.maxStream {
-		sc.maxStream = f.stream
-		sc.maxSeen.Store(f.stream)
+	if st := sc.streams[f.Stream]; st == nil && f.Stream > sc.maxStream {
+		sc.maxStream = f.Stream
+		sc.maxSeen.Store(f.Stream)
 		sc.opened++
 		sc.blockNew = true
 	}
-	sc.block = append(sc.block[:0], p...)
-	sc.blockStream = f.stream
-	sc.blockEnd = f.flags&flagEndStream != 0
-	if f.flags&flagEndHeaders != 0 {
+	if sc.block.Start(f, p) {
 		sc.endBlock()
 		return
 	}
@@ -696,41 +626,35 @@ func (sc *serverConn) headers(f *frame) {
 }
 
 // maxContinuations bounds the CONTINUATION frames of a header block: the
-// frames a block of maxHeaderBlock takes at our frame size, and 8 more. A
+// frames a block of h2.MaxHeaderBlock takes at our frame size, and 8 more. A
 // client sending empty ones (CVE-2024-27316) is closed.
-const maxContinuations = maxHeaderBlock/defaultMaxFrame + 8
+const maxContinuations = h2.MaxHeaderBlock/h2.DefaultMaxFrame + 8
 
-func (sc *serverConn) continuation(f *frame) {
-	if len(sc.block)+len(f.payload) > maxHeaderBlock {
-		sc.fail(errEnhanceYourCalm, "a header block over %d bytes", maxHeaderBlock)
+func (sc *serverConn) continuation(f *h2.Frame) {
+	if e := sc.block.CheckContinuation(f); e != nil {
+		sc.failOn(e)
 		return
 	}
 	if sc.blockFrames++; sc.blockFrames > maxContinuations {
-		sc.fail(errEnhanceYourCalm, "a header block of over %d CONTINUATION frames", maxContinuations)
+		sc.fail(h2.CodeEnhanceYourCalm, "a header block of over %d CONTINUATION frames", maxContinuations)
 		return
 	}
 	if sc.tick.Load()+1-sc.blockAt.Load() > sc.f.ticks(sc.f.blockLimit()) {
-		sc.fail(errEnhanceYourCalm, "a header block not finished within %v", sc.f.blockLimit())
+		sc.fail(h2.CodeEnhanceYourCalm, "a header block not finished within %v", sc.f.blockLimit())
 		return
 	}
-	sc.block = append(sc.block, f.payload...)
-	if f.flags&flagEndHeaders != 0 {
+	if sc.block.Continue(f) {
 		sc.blockAt.Store(0)
 		sc.endBlock()
 	}
 }
 
 func (sc *serverConn) endBlock() {
-	id := sc.blockStream
-	sc.blockStream = 0
-	sc.fields, sc.fieldsSize, sc.fieldsOver = sc.fields[:0], 0, false
 	sc.hv.reset()
-	if err := sc.dec.decode(sc.block, sc.field); err != nil {
-		sc.fail(errCompression, "HPACK: %v", err)
+	id, err := sc.block.Decode(sc.dec, sc.hv.check)
+	if err != nil {
+		sc.fail(h2.CodeCompression, "HPACK: %v", err)
 		return
-	}
-	if cap(sc.block) > 4096 {
-		sc.block = nil
 	}
 	st := sc.streams[id]
 	if st == nil && sc.blockNew {
@@ -742,13 +666,13 @@ func (sc *serverConn) endBlock() {
 		return
 	}
 	// Trailers: they end the stream, and carry no pseudo-header.
-	if !sc.blockEnd || sc.hv.pseudo != 0 || sc.hv.bad != "" || sc.blockBad {
-		sc.streamError(id, errProtocol)
+	if !sc.block.End || sc.hv.pseudo != 0 || sc.hv.bad != "" || sc.blockBad {
+		sc.streamError(id, h2.CodeProtocol)
 		return
 	}
 	st.ended = true
 	if st.length >= 0 && st.recvd != st.length {
-		sc.streamError(id, errProtocol)
+		sc.streamError(id, h2.CodeProtocol)
 		return
 	}
 	if st.ss != nil {
@@ -768,43 +692,43 @@ func (sc *serverConn) closedHeaders(id uint32) {
 	st := sc.inflight[id]
 	sc.mu.Unlock()
 	if st != nil {
-		sc.streamError(id, errStreamClosed)
+		sc.streamError(id, h2.CodeStreamClosed)
 		return
 	}
-	sc.fail(errStreamClosed, "HEADERS on closed stream %d", id)
+	sc.fail(h2.CodeStreamClosed, "HEADERS on closed stream %d", id)
 }
 
 // newStream opens stream id with the header block just decoded.
 func (sc *serverConn) newStream(id uint32) {
 	if sc.stopping.Load() && id > sc.stopLast.Load() {
-		sc.control(appendRST(nil, id, errRefusedStream))
+		sc.control(h2.AppendRST(nil, id, h2.CodeRefusedStream))
 		return
 	}
 	if int(sc.open.Load()) >= sc.f.streamLimit() {
-		sc.control(appendRST(nil, id, errRefusedStream))
+		sc.control(h2.AppendRST(nil, id, h2.CodeRefusedStream))
 		sc.abused("streams refused over SETTINGS_MAX_CONCURRENT_STREAMS")
 		return
 	}
 	if sc.blockBad || sc.hv.bad != "" || !sc.hv.request() {
 		// A malformed request (RFC 9113 8.1.1): a stream error.
-		sc.control(appendRST(nil, id, errProtocol))
+		sc.control(h2.AppendRST(nil, id, h2.CodeProtocol))
 		return
 	}
-	st := &stream{id: id, sc: sc, length: sc.hv.length, ended: sc.blockEnd, sendWindow: sc.peerWindow, born: sc.tick.Load()}
-	st.window.Store(recvWindow)
-	st.headers = append([]hpack.HeaderField(nil), sc.fields...)
+	st := &stream{id: id, sc: sc, length: sc.hv.length, ended: sc.block.End, sendWindow: sc.win.Initial, born: sc.tick.Load()}
+	st.window.Store(h2.RecvWindow)
+	st.headers = append([]hpack.HeaderField(nil), sc.block.Fields...)
 	sc.streams[id] = st
 	sc.open.Add(1)
-	if sc.fieldsOver {
-		sc.answerNow(st, 431, statusResourceExhausted, fmt.Sprintf("request headers over %d bytes", maxHeaderListSize))
+	if sc.block.Over {
+		sc.answerNow(st, 431, statusResourceExhausted, fmt.Sprintf("request headers over %d bytes", h2.MaxHeaderListSize))
 		return
 	}
 	st.kind = sc.kindOf(st)
 	if st.kind == kernel.ClientStreaming || st.kind == kernel.BidiStreaming {
 		sc.startStream(st)
-		if sc.blockEnd && st.ss != nil {
+		if sc.block.End && st.ss != nil {
 			if st.length > 0 {
-				sc.streamError(id, errProtocol) // content-length with no DATA
+				sc.streamError(id, h2.CodeProtocol) // content-length with no DATA
 				return
 			}
 			st.ss.data(nil, true) // no message at all
@@ -812,7 +736,7 @@ func (sc *serverConn) newStream(id uint32) {
 		}
 		return
 	}
-	if !sc.blockEnd {
+	if !sc.block.End {
 		// Its body comes in DATA frames, within bodyDeadline.
 		st.pending = true
 		sc.pending.Add(1)
@@ -820,7 +744,7 @@ func (sc *serverConn) newStream(id uint32) {
 		return
 	}
 	if st.length > 0 {
-		sc.streamError(id, errProtocol)
+		sc.streamError(id, h2.CodeProtocol)
 		return
 	}
 	sc.complete(st)
@@ -872,48 +796,47 @@ func (sc *serverConn) startStream(st *stream) {
 // consumed gives back n bytes of the connection's window, consumed on the
 // read loop, once they make a WINDOW_UPDATE worth its frame.
 func (sc *serverConn) consumed(n int) {
-	if sc.connFree += n; sc.connFree >= windowUpdateThreshold {
-		sc.connHeld.Add(-int64(sc.connFree))
-		sc.control(appendWindowUpdate(nil, 0, uint32(sc.connFree)))
-		sc.connFree = 0
+	if k := sc.connFree.Consume(n); k > 0 {
+		sc.connHeld.Add(-int64(k))
+		sc.control(h2.AppendWindowUpdate(nil, 0, k))
 	}
 }
 
-func (sc *serverConn) dataFrame(f *frame) {
-	n := len(f.payload)
-	if sc.connHeld.Add(int64(n)) > connRecvWindow {
-		sc.fail(errFlowControl, "DATA beyond the connection's window of %d bytes", connRecvWindow)
+func (sc *serverConn) dataFrame(f *h2.Frame) {
+	n := len(f.Payload)
+	if sc.connHeld.Add(int64(n)) > h2.ConnRecvWindow {
+		sc.fail(h2.CodeFlowControl, "DATA beyond the connection's window of %d bytes", h2.ConnRecvWindow)
 		return
 	}
-	if f.stream == 0 || sc.idle(f.stream) {
-		sc.fail(errProtocol, "DATA on idle stream %d", f.stream)
+	if f.Stream == 0 || sc.idle(f.Stream) {
+		sc.fail(h2.CodeProtocol, "DATA on idle stream %d", f.Stream)
 		return
 	}
-	st := sc.streams[f.stream]
+	st := sc.streams[f.Stream]
 	if st == nil {
 		// Half-closed (its call runs) or closed: STREAM_CLOSED either way,
 		// and the bytes are free at once.
 		sc.consumed(n)
-		sc.streamError(f.stream, errStreamClosed)
+		sc.streamError(f.Stream, h2.CodeStreamClosed)
 		return
 	}
-	p, ok := payloadOf(f)
+	p, ok := h2.Payload(f)
 	if !ok {
-		sc.fail(errProtocol, "DATA with bad padding")
+		sc.fail(h2.CodeProtocol, "DATA with bad padding")
 		return
 	}
 	sc.consumed(n - len(p)) // the padding
 	if st.window.Add(int64(-n)) < 0 {
 		sc.consumed(len(p))
-		sc.streamError(f.stream, errFlowControl)
+		sc.streamError(f.Stream, h2.CodeFlowControl)
 		return
 	}
-	end := f.flags&flagEndStream != 0
+	end := f.Flags&h2.FlagEndStream != 0
 	st.recvd += int64(len(p))
 	if st.length >= 0 && (st.recvd > st.length || end && st.recvd != st.length) {
 		// content-length and the DATA disagree (RFC 9113 8.1.1).
 		sc.consumed(len(p))
-		sc.streamError(f.stream, errProtocol)
+		sc.streamError(f.Stream, h2.CodeProtocol)
 		return
 	}
 	if end {
@@ -972,12 +895,11 @@ func (sc *serverConn) dataFrame(f *frame) {
 		sc.complete(st)
 		return
 	}
-	if st.unacked += n; st.unacked >= windowUpdateThreshold {
-		st.window.Add(int64(st.unacked))
-		sc.control(appendWindowUpdate(nil, st.id, uint32(st.unacked)))
-		st.unacked = 0
+	if k := st.unacked.Consume(n); k > 0 {
+		st.window.Add(int64(k))
+		sc.control(h2.AppendWindowUpdate(nil, st.id, k))
 	}
-	if connRecvWindow-sc.connHeld.Load() < 1024 && sc.partial >= connRecvWindow/2 {
+	if h2.ConnRecvWindow-sc.connHeld.Load() < 1024 && sc.partial >= h2.ConnRecvWindow/2 {
 		sc.unstall()
 	}
 }
@@ -990,7 +912,7 @@ func (sc *serverConn) streamData(st *stream, p []byte, end bool) {
 		sc.f.buffered.Add(-int64(len(p)))
 		sc.consumed(len(p))
 		st.ss.fail(kernel.Errorf(kernel.CodeLimitExceeded, "the server holds over %d bytes of stream messages not yet received", sc.f.budget()))
-		sc.streamError(st.id, errEnhanceYourCalm)
+		sc.streamError(st.id, h2.CodeEnhanceYourCalm)
 		return
 	}
 	kept, ok := st.ss.data(p, end)
@@ -1001,7 +923,7 @@ func (sc *serverConn) streamData(st *stream, p []byte, end bool) {
 	}
 	if !ok {
 		st.ss.fail(kernel.Errorf(kernel.CodeSerialization, "a stream message over the payload limit of %d bytes", sc.f.payload))
-		sc.streamError(st.id, errCancel)
+		sc.streamError(st.id, h2.CodeCancel)
 		return
 	}
 	if end {
@@ -1017,7 +939,7 @@ const http1Base = 1 << 40
 // its first request on.
 func (sc *serverConn) http1(r *http1Request) *netty.Request {
 	if sc.gotPreface {
-		sc.fail(errProtocol, "an HTTP/1.1 request inside HTTP/2")
+		sc.fail(h2.CodeProtocol, "an HTTP/1.1 request inside HTTP/2")
 		return nil
 	}
 	if sc.h1 == nil {
@@ -1077,7 +999,7 @@ func (sc *serverConn) answerNow(st *stream, httpStatus, grpcStatus int, msg stri
 	sc.mu.Unlock()
 	b := appendTrailersOnly(nil, st.id, httpStatus, grpcStatus, msg, 0)
 	if !st.ended {
-		b = appendRST(b, st.id, errNo) // the client may stop sending it (RFC 9113 8.1)
+		b = h2.AppendRST(b, st.id, h2.CodeNo) // the client may stop sending it (RFC 9113 8.1)
 	}
 	sc.send(b)
 }
@@ -1097,7 +1019,7 @@ func (sc *serverConn) unstall() {
 	if big != nil {
 		sc.answerNow(big, 200, statusResourceExhausted, fmt.Sprintf(
 			"the connection's flow-control window of %d bytes is full of requests not yet complete; send fewer large messages at once on one connection",
-			connRecvWindow))
+			h2.ConnRecvWindow))
 	}
 }
 
@@ -1139,7 +1061,7 @@ func (sc *serverConn) reserve(ctx context.Context, st *stream, n int) (int, int)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	var stop func() bool
-	for !st.reset && !sc.closed && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
+	for !st.reset && !sc.closed && (sc.win.Conn <= 0 || st.sendWindow <= 0) {
 		if ctx.Err() != nil || isDone(sc.conn.Done()) {
 			return 0, 0
 		}
@@ -1171,11 +1093,7 @@ func (sc *serverConn) reserve(ctx context.Context, st *stream, n int) (int, int)
 	if st.reset || sc.closed || isDone(sc.conn.Done()) {
 		return 0, 0
 	}
-	k := int64(n)
-	k = min(k, sc.sendWindow, st.sendWindow)
-	sc.sendWindow -= k
-	st.sendWindow -= k
-	return int(k), sc.peerMaxFrame
+	return int(sc.win.Take(&st.sendWindow, int64(n))), sc.win.MaxFrame
 }
 
 func isDone(done <-chan struct{}) bool {
@@ -1192,18 +1110,18 @@ func isDone(done <-chan struct{}) bool {
 func (sc *serverConn) tryReserve(st *stream, n int) (int, int) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if st.reset || sc.closed || sc.sendWindow < int64(n) || st.sendWindow < int64(n) {
+	if st.reset || sc.closed || sc.win.Conn < int64(n) || st.sendWindow < int64(n) {
 		return 0, 0
 	}
-	sc.sendWindow -= int64(n)
+	sc.win.Conn -= int64(n)
 	st.sendWindow -= int64(n)
-	return n, sc.peerMaxFrame
+	return n, sc.win.MaxFrame
 }
 
 // refund gives back window taken for bytes that were not sent.
 func (sc *serverConn) refund(st *stream, n int) {
 	sc.mu.Lock()
-	sc.sendWindow += int64(n)
+	sc.win.Conn += int64(n)
 	st.sendWindow += int64(n)
 	sc.cond.Broadcast()
 	sc.mu.Unlock()
@@ -1213,7 +1131,7 @@ func (sc *serverConn) refund(st *stream, n int) {
 func (sc *serverConn) maxFrameNow() int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return sc.peerMaxFrame
+	return sc.win.MaxFrame
 }
 
 // header returns the first value of a header field.

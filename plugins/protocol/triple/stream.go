@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -34,14 +35,14 @@ type serverStream struct {
 
 	mu      sync.Mutex
 	cond    sync.Cond
-	msgs    [][]byte // complete request messages not yet received
-	partial []byte   // the start of the next one
-	ended   bool     // the client sent its last message
-	err     error    // the stream broke (reset, connection closed)
-	waiting bool     // a RecvMsg watches ctx (context.AfterFunc set)
-	held    int      // bytes in msgs and partial: of the connection's window and the server's budget
-	unacked int      // bytes received by the method, not yet given back
-	done    bool     // the call has returned: nothing more is kept
+	msgs    [][]byte   // complete request messages not yet received
+	partial []byte     // the start of the next one
+	ended   bool       // the client sent its last message
+	err     error      // the stream broke (reset, connection closed)
+	waiting bool       // a RecvMsg watches ctx (context.AfterFunc set)
+	held    int        // bytes in msgs and partial: of the connection's window and the server's budget
+	unacked h2.Unacked // bytes received by the method, not yet given back
+	done    bool       // the call has returned: nothing more is kept
 
 	sentHeaders bool // only the method's goroutine touches it
 }
@@ -86,14 +87,14 @@ func (ss *serverStream) finish() {
 		return
 	}
 	ss.done = true
-	held, free := ss.held, ss.held+ss.unacked
+	held, free := ss.held, ss.held+int(ss.unacked)
 	ss.held, ss.unacked, ss.msgs, ss.partial = 0, 0, nil, nil
 	ss.mu.Unlock()
 	sc := ss.st.sc
 	sc.f.buffered.Add(-int64(held))
 	if free > 0 {
 		sc.connHeld.Add(-int64(free))
-		sc.send(appendWindowUpdate(nil, 0, uint32(free)))
+		sc.send(h2.AppendWindowUpdate(nil, 0, uint32(free)))
 	}
 }
 
@@ -157,17 +158,14 @@ func (ss *serverStream) recvRaw() ([]byte, error) {
 	// connection, said once per 32 KiB received (a frame per message
 	// would cost a write per message).
 	ss.held -= len(msg)
-	ack := 0
-	if ss.unacked += len(msg); ss.unacked >= windowUpdateThreshold {
-		ack, ss.unacked = ss.unacked, 0
-	}
+	ack := ss.unacked.Consume(len(msg))
 	ss.mu.Unlock()
 	sc := ss.st.sc
 	sc.f.buffered.Add(-int64(len(msg)))
 	if ack > 0 {
 		ss.st.window.Add(int64(ack))
 		sc.connHeld.Add(-int64(ack))
-		sc.send(appendWindowUpdate(appendWindowUpdate(nil, ss.st.id, uint32(ack)), 0, uint32(ack)))
+		sc.send(h2.AppendWindowUpdate(h2.AppendWindowUpdate(nil, ss.st.id, ack), 0, ack))
 	}
 	if msg[0] != 0 {
 		if !ss.gzip {
@@ -207,10 +205,10 @@ func (ss *serverStream) sendPrefixed(out []byte) error {
 	var frames []byte
 	if !ss.sentHeaders {
 		ss.sentHeaders = true
-		hb := appendHeaderField(nil, ":status", "200")
-		hb = appendHeaderField(hb, "content-type", ss.contentType)
+		hb := h2.AppendField(nil, ":status", "200")
+		hb = h2.AppendField(hb, "content-type", ss.contentType)
 		hb = appendMetadata(hb, headersOf(ss.inv))
-		frames = appendHeaders(nil, st.id, hb, sc.maxFrameNow(), false)
+		frames = h2.AppendHeaders(nil, st.id, hb, sc.maxFrameNow(), false)
 	}
 	for len(out) > 0 {
 		n, maxFrame := sc.reserve(ss.ctx, st, len(out))
@@ -223,7 +221,7 @@ func (ss *serverStream) sendPrefixed(out []byte) error {
 			}
 			return kernel.Errorf(kernel.CodeNetwork, "the stream was reset or its connection closed")
 		}
-		frames = appendData(frames, st.id, out[:n], maxFrame, false)
+		frames = h2.AppendData(frames, st.id, out[:n], maxFrame, false)
 		sc.dataOut.Add(int64((n + maxFrame - 1) / maxFrame))
 		out = out[n:]
 		sc.send(frames)
@@ -239,16 +237,16 @@ func (ss *serverStream) trailers(grpcStatus int, code kernel.Code, msg string, a
 		b := appendTrailersOnly(nil, ss.st.id, 200, grpcStatus, msg, code)
 		return &netty.Response{ID: uint64(ss.st.id), Status: kernel.ResponseOK, Data: rawFrames(b)}
 	}
-	tb := appendHeaderField(nil, "grpc-status", fmt.Sprint(grpcStatus))
+	tb := h2.AppendField(nil, "grpc-status", fmt.Sprint(grpcStatus))
 	if msg != "" {
-		tb = appendHeaderField(tb, "grpc-message", encodeMessage(msg))
+		tb = h2.AppendField(tb, "grpc-message", encodeMessage(msg))
 	}
 	if grpcStatus != statusOK {
-		tb = appendHeaderField(tb, headerExceptionCode, fmt.Sprint(int(code)))
+		tb = h2.AppendField(tb, headerExceptionCode, fmt.Sprint(int(code)))
 	}
 	tb = appendMetadata(tb, att)
 	return &netty.Response{ID: uint64(ss.st.id), Status: kernel.ResponseOK,
-		Data: rawFrames(appendHeaders(nil, ss.st.id, tb, ss.st.sc.maxFrameNow(), true))}
+		Data: rawFrames(h2.AppendHeaders(nil, ss.st.id, tb, ss.st.sc.maxFrameNow(), true))}
 }
 
 // splitMessages appends p to partial, the start of a stream's next

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	"github.com/weftrpc/weft/proxy"
 )
 
@@ -333,7 +334,7 @@ func TestMalformedConnections(t *testing.T) {
 	}{
 		{"frame over max frame size", func(c *client) {
 			c.handshake()
-			c.nc.Write([]byte{0x10, 0, 0, frameData, 0, 0, 0, 0, 1}) // 1 MiB DATA
+			c.nc.Write([]byte{0x10, 0, 0, h2.FrameData, 0, 0, 0, 0, 1}) // 1 MiB DATA
 		}, http2.ErrCodeFrameSize},
 		{"no settings first", func(c *client) {
 			io.WriteString(c.nc, http2.ClientPreface)

@@ -1,4 +1,4 @@
-package triple
+package h2
 
 import (
 	"bytes"
@@ -24,17 +24,17 @@ func FuzzHPACK(f *testing.F) {
 	enc.SetMaxDynamicTableSize(100)
 	enc.WriteField(hpack.HeaderField{Name: "x-other", Value: "v2", Sensitive: true})
 	f.Add(first, append([]byte(nil), buf.Bytes()...))
-	f.Add(appendHeaderField(appendHeaderField(nil, ":status", "200"), "grpc-status", "0"), []byte{0x3f, 0xe1, 0x1f})
+	f.Add(AppendField(AppendField(nil, ":status", "200"), "grpc-status", "0"), []byte{0x3f, 0xe1, 0x1f})
 	f.Add([]byte{0x82, 0x86, 0x84}, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		const maxStr = 1 << 12
 		theirs := hpack.NewDecoder(4096, nil)
 		theirs.SetMaxStringLength(maxStr)
-		ours := newHPACKDecoder(4096, maxStr)
+		ours := NewDecoder(4096, maxStr)
 		for i, block := range [][]byte{a, b} {
 			want, werr := theirs.DecodeFull(block)
 			var got []hpack.HeaderField
-			gerr := ours.decode(block, func(f hpack.HeaderField) { got = append(got, f) })
+			gerr := ours.Decode(block, func(f hpack.HeaderField) { got = append(got, f) })
 			if (werr == nil) != (gerr == nil) {
 				t.Fatalf("block %d %x: x/net says %v, weft says %v", i, block, werr, gerr)
 			}
@@ -59,17 +59,17 @@ func TestHPACKWarmConnectionAllocatesNothing(t *testing.T) {
 	var block []byte
 	for _, kv := range [][2]string{{":path", "/a.B/C"}, {"content-type", "application/grpc+proto"}, {"te", "trailers"},
 		{"user-agent", "weft-triple"}, {"grpc-timeout", "2999m"}, {"x-user", "ann"}} {
-		block = appendHeaderField(block, kv[0], kv[1])
+		block = AppendField(block, kv[0], kv[1])
 	}
-	d := newHPACKDecoder(4096, 1<<14)
+	d := NewDecoder(4096, 1<<14)
 	fields := make([]hpack.HeaderField, 0, 16)
 	emit := func(f hpack.HeaderField) { fields = append(fields, f) }
-	if err := d.decode(block, emit); err != nil {
+	if err := d.Decode(block, emit); err != nil {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		fields = fields[:0]
-		d.decode(block, emit)
+		d.Decode(block, emit)
 	}); n != 0 {
 		t.Fatalf("%v allocations per block", n)
 	}

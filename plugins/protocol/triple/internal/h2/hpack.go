@@ -1,4 +1,4 @@
-package triple
+package h2
 
 import (
 	"bytes"
@@ -8,15 +8,15 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// hpackDecoder is a connection's HPACK decoder (RFC 7541). It differs from
+// Decoder is a connection's HPACK decoder (RFC 7541). It differs from
 // x/net's in one way that matters on the call path: a string literal that
 // recurs (a :path, a content type, a metadata key; weft's encoders send
-// every field as a literal, see appendHeaderField) is decoded into a
+// every field as a literal, see AppendField) is decoded into a
 // per-connection scratch buffer and looked up in a small cache of the
 // strings this connection sent before, so that decoding a request's
 // headers allocates nothing once the connection is warm. FuzzHPACK checks
 // it against x/net's decoder.
-type hpackDecoder struct {
+type Decoder struct {
 	dyn     []hpack.HeaderField // newest first
 	size    int                 // RFC 7541 4.1: sum of len(name)+len(value)+32
 	maxSize int                 // the limit the peer may raise the table to (our SETTINGS_HEADER_TABLE_SIZE)
@@ -33,8 +33,10 @@ const (
 	maxCachedLen = 128
 )
 
-func newHPACKDecoder(tableSize, maxStr int) *hpackDecoder {
-	return &hpackDecoder{maxSize: tableSize, cap: tableSize, maxStr: maxStr, cache: map[string]string{}}
+// NewDecoder is a decoder whose dynamic table may grow to tableSize (our
+// SETTINGS_HEADER_TABLE_SIZE) and whose strings are at most maxStr bytes.
+func NewDecoder(tableSize, maxStr int) *Decoder {
+	return &Decoder{maxSize: tableSize, cap: tableSize, maxStr: maxStr, cache: map[string]string{}}
 }
 
 var (
@@ -42,9 +44,9 @@ var (
 	errHPACKInteger   = errors.New("hpack: integer overflow")
 )
 
-// decode runs a whole header block through the decoder, calling emit for
+// Decode runs a whole header block through the decoder, calling emit for
 // each field in order.
-func (d *hpackDecoder) decode(b []byte, emit func(hpack.HeaderField)) error {
+func (d *Decoder) Decode(b []byte, emit func(hpack.HeaderField)) error {
 	sizeUpdateOK := true
 	for len(b) > 0 {
 		c := b[0]
@@ -114,7 +116,7 @@ func (d *hpackDecoder) decode(b []byte, emit func(hpack.HeaderField)) error {
 }
 
 // at is the field at index i (static table first, then dynamic).
-func (d *hpackDecoder) at(i uint64) (hpack.HeaderField, error) {
+func (d *Decoder) at(i uint64) (hpack.HeaderField, error) {
 	switch {
 	case i == 0:
 		return hpack.HeaderField{}, errors.New("hpack: index 0")
@@ -126,7 +128,7 @@ func (d *hpackDecoder) at(i uint64) (hpack.HeaderField, error) {
 	return hpack.HeaderField{}, fmt.Errorf("hpack: index %d beyond the table (%d entries)", i, len(staticTable)+len(d.dyn))
 }
 
-func (d *hpackDecoder) add(f hpack.HeaderField) {
+func (d *Decoder) add(f hpack.HeaderField) {
 	sz := len(f.Name) + len(f.Value) + 32
 	if sz > d.cap {
 		d.dyn, d.size = d.dyn[:0], 0 // an entry larger than the table empties it
@@ -140,7 +142,7 @@ func (d *hpackDecoder) add(f hpack.HeaderField) {
 }
 
 // evict drops the oldest entries until room more bytes fit.
-func (d *hpackDecoder) evict(room int) {
+func (d *Decoder) evict(room int) {
 	for len(d.dyn) > 0 && d.size+room > d.cap {
 		last := d.dyn[len(d.dyn)-1]
 		d.size -= len(last.Name) + len(last.Value) + 32
@@ -149,7 +151,7 @@ func (d *hpackDecoder) evict(room int) {
 }
 
 // str decodes a string literal, through the cache when it is short.
-func (d *hpackDecoder) str(b []byte) (string, []byte, error) {
+func (d *Decoder) str(b []byte) (string, []byte, error) {
 	if len(b) == 0 {
 		return "", nil, errHPACKTruncated
 	}
@@ -188,6 +190,50 @@ func (d *hpackDecoder) str(b []byte) (string, []byte, error) {
 		d.cache[s] = s
 	}
 	return s, b, nil
+}
+
+// The header block is encoded without the HPACK dynamic table: literals
+// never indexed, names from the static table where it has them. That makes
+// encoding stateless, so that every goroutine answering a call encodes its
+// own frames in parallel, in any order on the wire, with no lock and no
+// per-connection encoder; the cost is some bytes per response that a
+// dynamic table would have saved.
+var staticNames = map[string]byte{
+	":authority": 1, ":method": 2, ":path": 4, ":scheme": 6, ":status": 8,
+	"accept-encoding": 16, "content-type": 31, "user-agent": 58,
+}
+
+// AppendField appends name: value as a literal field never indexed
+// (RFC 7541 6.2.3), ":status: 200" as the static entry it is.
+func AppendField(dst []byte, name, value string) []byte {
+	if name == ":status" && value == "200" {
+		return append(dst, 0x88)
+	}
+	if i := staticNames[name]; i != 0 {
+		dst = appendInt(dst, 0x10, 4, uint64(i))
+	} else {
+		dst = append(dst, 0x10)
+		dst = appendInt(dst, 0, 7, uint64(len(name)))
+		dst = append(dst, name...)
+	}
+	dst = appendInt(dst, 0, 7, uint64(len(value)))
+	return append(dst, value...)
+}
+
+// appendInt is RFC 7541 5.1's integer with an n-bit prefix, first
+// byte's high bits from first.
+func appendInt(dst []byte, first byte, n uint, v uint64) []byte {
+	max := uint64(1)<<n - 1
+	if v < max {
+		return append(dst, first|byte(v))
+	}
+	dst = append(dst, first|byte(max))
+	v -= max
+	for v >= 128 {
+		dst = append(dst, byte(v&0x7f|0x80))
+		v >>= 7
+	}
+	return append(dst, byte(v))
 }
 
 // hpackInt reads an integer with an n-bit prefix (RFC 7541 5.1).
