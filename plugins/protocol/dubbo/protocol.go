@@ -54,32 +54,14 @@ type Protocol struct {
 	// (nil: hessian2 only).
 	sers extension.Serializations
 
-	mu      sync.Mutex
 	servers exports.Servers[*server]
-	clients map[string]*sharedClient
-	// draining counts clients closing gracefully in the background.
-	draining sync.WaitGroup
-}
-
-// drainMax bounds how long a released client waits for its calls in flight
-// before it closes: longer than any sane `timeout`, so in practice each call
-// ends by its own deadline first.
-const drainMax = time.Minute
-
-// closeGracefully closes c once its calls in flight have ended, without
-// holding the caller (a registry notification destroys invokers under its
-// lock).
-func (p *Protocol) closeGracefully(c *netty.ExchangeClient) {
-	p.draining.Add(1)
-	go func() {
-		defer p.draining.Done()
-		c.CloseGracefully(drainMax)
-	}()
+	// clients are the connections shared per provider address.
+	clients exports.Clients[*netty.ExchangeClient]
 }
 
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
-	return &Protocol{t: netty.NewTransporter(log), log: log, clients: map[string]*sharedClient{}}
+	return &Protocol{t: netty.NewTransporter(log), log: log}
 }
 
 // WithThreadPools returns p finding each server's `threadpool` (fixed,
@@ -212,18 +194,10 @@ func (e *exporter) BoundAddr() string { return e.s.es.Addr() }
 
 // Destroy closes every server and client.
 func (p *Protocol) Destroy() {
-	servers := p.servers.TakeAll()
-	p.mu.Lock()
-	clients := p.clients
-	p.clients = map[string]*sharedClient{}
-	p.mu.Unlock()
-	for _, s := range servers {
+	for _, s := range p.servers.TakeAll() {
 		s.es.Close(5 * time.Second)
 	}
-	for _, c := range clients {
-		c.c.Close()
-	}
-	p.draining.Wait()
+	p.clients.Close()
 }
 
 // handler serves one server's requests.
@@ -373,11 +347,6 @@ func supportsResponseAttachments(v string) bool {
 	return n >= 20002 && n < 20100 || n >= 20700 || nums[0] >= 3
 }
 
-type sharedClient struct {
-	c    *netty.ExchangeClient
-	refs int
-}
-
 // Refer connects to the provider url describes (sharing the connection of
 // its address unless `connections` asks for dedicated ones).
 func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, error) {
@@ -406,34 +375,10 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		iv.owned = true
 		return iv, nil
 	}
-	addr := url.Address()
-	p.mu.Lock()
-	sc := p.clients[addr]
-	if sc == nil || sc.c == nil {
-		sc = &sharedClient{c: netty.NewExchangeClient(p.t, url, codec, opt)}
-		p.clients[addr] = sc
-	}
-	sc.refs++
-	p.mu.Unlock()
-	iv.clients = []*netty.ExchangeClient{sc.c}
+	iv.clients = []*netty.ExchangeClient{p.clients.Hold(url.Address(), func() *netty.ExchangeClient {
+		return netty.NewExchangeClient(p.t, url, codec, opt)
+	})}
 	return iv, nil
-}
-
-func (p *Protocol) release(addr string, c *netty.ExchangeClient) {
-	p.mu.Lock()
-	sc := p.clients[addr]
-	last := false
-	if sc != nil && sc.c == c {
-		sc.refs--
-		if sc.refs <= 0 {
-			delete(p.clients, addr)
-			last = true
-		}
-	}
-	p.mu.Unlock()
-	if last {
-		p.closeGracefully(c)
-	}
 }
 
 type invoker struct {
@@ -490,9 +435,9 @@ func (iv *invoker) Destroy() {
 	// invoker any more.
 	for _, c := range iv.clients {
 		if iv.owned {
-			iv.p.closeGracefully(c)
+			iv.p.clients.CloseGracefully(c)
 		} else {
-			iv.p.release(iv.url.Address(), c)
+			iv.p.clients.Release(iv.url.Address(), c)
 		}
 	}
 }

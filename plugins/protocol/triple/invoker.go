@@ -25,11 +25,18 @@ const (
 	KeyReconnect = "reconnect"
 )
 
+// sharedClient is the connection to one provider address, shared by the
+// references to it (exports.Clients), with its codec's calls.
 type sharedClient struct {
 	c     *netty.ExchangeClient
 	codec *clientCodec
-	refs  int
 }
+
+// CloseGracefully closes once the calls in flight have ended.
+func (sc *sharedClient) CloseGracefully(max time.Duration) { sc.c.CloseGracefully(max) }
+
+// Close closes now.
+func (sc *sharedClient) Close() { sc.c.Close() }
 
 // Refer connects to the Triple provider url describes, sharing one
 // connection per provider address, as gRPC and Dubbo do.
@@ -48,9 +55,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		ws = wireSer{ser, name}
 	}
 	addr := url.Address()
-	p.mu.Lock()
-	sc := p.clients[addr]
-	if sc == nil {
+	sc := p.clients.Hold(addr, func() *sharedClient {
 		payload := int(url.ParamInt(kernel.KeyPayload, DefaultPayload))
 		if payload <= 0 {
 			payload = DefaultPayload
@@ -65,11 +70,8 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 				return &clientFraming{ec: ec, codec: codec, payload: payload}
 			},
 		}
-		sc = &sharedClient{c: netty.NewExchangeClient(p.t, url, codec, opt), codec: codec}
-		p.clients[addr] = sc
-	}
-	sc.refs++
-	p.mu.Unlock()
+		return &sharedClient{c: netty.NewExchangeClient(p.t, url, codec, opt), codec: codec}
+	})
 	iv := &invoker{p: p, url: url, addr: addr, sc: sc, scheme: "http", ws: ws, payload: int(url.ParamInt(kernel.KeyPayload, DefaultPayload))}
 	if iv.payload <= 0 {
 		iv.payload = DefaultPayload
@@ -80,26 +82,6 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	iv.fixed = iv.fixedHeaders("application/grpc+proto")
 	iv.fixedHessian = iv.fixedHeaders("application/grpc+" + ws.name)
 	return iv, nil
-}
-
-func (p *Protocol) release(addr string, sc *sharedClient) {
-	p.mu.Lock()
-	last := false
-	if p.clients[addr] == sc {
-		sc.refs--
-		if sc.refs <= 0 {
-			delete(p.clients, addr)
-			last = true
-		}
-	}
-	p.mu.Unlock()
-	if last {
-		p.draining.Add(1)
-		go func() {
-			defer p.draining.Done()
-			sc.c.CloseGracefully(time.Minute)
-		}()
-	}
 }
 
 type invoker struct {
@@ -131,7 +113,7 @@ func (iv *invoker) WhyUnavailable() error {
 
 func (iv *invoker) Destroy() {
 	if !iv.destroyed.Swap(true) {
-		iv.p.release(iv.url.Address(), iv.sc)
+		iv.p.clients.Release(iv.url.Address(), iv.sc)
 	}
 }
 

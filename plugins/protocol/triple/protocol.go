@@ -72,16 +72,14 @@ type Protocol struct {
 	// hessian2: a content type's subtype, a reference's `serialization`.
 	sers extension.Serializations
 
-	mu      sync.Mutex
 	servers exports.Servers[*server]
-	clients map[string]*sharedClient
-	// draining counts clients closing gracefully in the background.
-	draining sync.WaitGroup
+	// clients are the connections shared per provider address.
+	clients exports.Clients[*sharedClient]
 }
 
 // New returns the protocol, logging to log.
 func New(log *slog.Logger) *Protocol {
-	return &Protocol{t: netty.NewTransporter(log), log: log, clients: map[string]*sharedClient{}}
+	return &Protocol{t: netty.NewTransporter(log), log: log}
 }
 
 // WithThreadPools returns p finding each server's `threadpool` (fixed,
@@ -195,18 +193,10 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 
 // Destroy closes every server.
 func (p *Protocol) Destroy() {
-	servers := p.servers.TakeAll()
-	p.mu.Lock()
-	clients := p.clients
-	p.clients = map[string]*sharedClient{}
-	p.mu.Unlock()
-	for _, s := range servers {
+	for _, s := range p.servers.TakeAll() {
 		s.es.Close(5 * time.Second)
 	}
-	for _, c := range clients {
-		c.c.Close()
-	}
-	p.draining.Wait()
+	p.clients.Close()
 }
 
 // serverCall is everything a provider's call needs, in one allocation.
