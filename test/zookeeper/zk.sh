@@ -46,13 +46,8 @@ ready() {
 	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT && echo ruok >&3 && grep -q imok <&3" 2>/dev/null
 }
 
-running_pid() {
-	[ -f "$PIDFILE" ] || return 1
-	local pid
-	pid=$(cat "$PIDFILE")
-	kill -0 "$pid" 2>/dev/null || return 1
-	echo "$pid"
-}
+# running_pid, wait_ready and stop.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh"
 
 write_config() {
 	# tickTime 500 ms lets the tests ask for sessions as short as 1 s
@@ -98,42 +93,9 @@ start() {
 		pid=$!
 		echo "$pid" >"$PIDFILE"
 	fi
-	local deadline=$((SECONDS + START_TIMEOUT))
-	until ready; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			log "server exited; last lines of $LOG:"
-			tail -n 30 "$LOG" >&2
-			rm -f "$PIDFILE"
-			exit 1
-		fi
-		if [ $SECONDS -ge $deadline ]; then
-			log "not ready after ${START_TIMEOUT}s; last lines of $LOG:"
-			tail -n 30 "$LOG" >&2
-			exit 1
-		fi
-		sleep 0.2
-	done
-	echo "$pid"
+	wait_ready "$pid"
 }
 
-stop() {
-	local pid
-	if ! pid=$(running_pid); then
-		rm -f "$PIDFILE"
-		return
-	fi
-	kill "$pid"
-	local deadline=$((SECONDS + 15))
-	while kill -0 "$pid" 2>/dev/null; do
-		if [ $SECONDS -ge $deadline ]; then
-			log "pid $pid ignored SIGTERM, killing"
-			kill -9 "$pid" 2>/dev/null || true
-			break
-		fi
-		sleep 0.2
-	done
-	rm -f "$PIDFILE"
-}
 
 case $cmd in
 start) start ;;
