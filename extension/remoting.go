@@ -69,7 +69,10 @@ type Serialization interface {
 	ID() byte
 	// Marshal appends the encodings of values to dst.
 	Marshal(dst []byte, values ...any) ([]byte, error)
-	// NewDecoder reads values one after another from data.
+	// NewDecoder reads values one after another from data. data is the
+	// transport's buffer, valid only until the frame is handed on: a
+	// decoder whose values keep referring to it (decoded lazily, or
+	// aliasing its bytes) must copy it.
 	NewDecoder(data []byte) Decoder
 }
 

@@ -11,6 +11,7 @@
 package protobuf
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -100,8 +101,12 @@ func message(v any) (proto.Message, error) {
 	return nil, fmt.Errorf("%T is not a protobuf message (nor a string, number, bool, []byte or map of strings): use hessian2 for Go values", v)
 }
 
-// NewDecoder reads the values of data one after another.
-func (Serialization) NewDecoder(data []byte) extension.Decoder { return &decoder{data: data} }
+// NewDecoder reads the values of data one after another. Its values decode
+// later, when their reader names the type, and data is the transport's
+// buffer, reused once the frame is handed on: the decoder keeps a copy.
+func (Serialization) NewDecoder(data []byte) extension.Decoder {
+	return &decoder{data: bytes.Clone(data)}
+}
 
 type decoder struct{ data []byte }
 
