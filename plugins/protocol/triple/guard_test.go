@@ -833,3 +833,21 @@ func BenchmarkServerUnary(b *testing.B) {
 		w.out.Reset()
 	}
 }
+
+// TestSettingsFlood: a peer sending SETTINGS frames without end (each
+// answered with an ACK, CVE-2019-9515) gets GOAWAY ENHANCE_YOUR_CALM past
+// maxSettingsPerSecond in a second, whether it reads the ACKs or not.
+func TestSettingsFlood(t *testing.T) {
+	addr, _ := serve(t, nil)
+	c := dial(t, addr)
+	c.handshake()
+	// The handshake sent one: this many more is one over, and nothing
+	// follows the last (a frame after the close would reset the GOAWAY).
+	for range maxSettingsPerSecond {
+		c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535})
+	}
+	ga := c.expectGoAway(http2.ErrCodeEnhanceYourCalm, 10*time.Second)
+	if !strings.Contains(string(ga.DebugData()), "SETTINGS") {
+		t.Fatalf("GOAWAY says %q", ga.DebugData())
+	}
+}

@@ -228,14 +228,18 @@ type serverConn struct {
 	dec  *h2.Decoder
 
 	gotPreface, gotSettings bool
-	streams                 map[uint32]*stream // receiving their request
-	maxStream               uint32             // the highest stream a client opened
-	maxSeen                 atomic.Uint32      // maxStream, for GoingAway and abort
-	stopping                atomic.Bool        // GOAWAY sent by GoingAway
-	stopLast                atomic.Uint32      // the last stream it lets finish
-	failed                  atomic.Bool        // GOAWAY sent for an error: frames after it are dropped
-	open                    atomic.Int32       // streams holding one of the streamLimit slots
-	opened                  int                // streams the client opened (refused ones too)
+	// settingsSeen counts the peer's SETTINGS frames since settingsSince,
+	// a window of a second (serverConn.settings).
+	settingsSeen  int
+	settingsSince time.Time
+	streams       map[uint32]*stream // receiving their request
+	maxStream     uint32             // the highest stream a client opened
+	maxSeen       atomic.Uint32      // maxStream, for GoingAway and abort
+	stopping      atomic.Bool        // GOAWAY sent by GoingAway
+	stopLast      atomic.Uint32      // the last stream it lets finish
+	failed        atomic.Bool        // GOAWAY sent for an error: frames after it are dropped
+	open          atomic.Int32       // streams holding one of the streamLimit slots
+	opened        int                // streams the client opened (refused ones too)
 
 	// The connection's receive window: bytes of DATA received count until
 	// they are consumed (a request handed to its call, a stream message
@@ -349,6 +353,11 @@ func (sc *serverConn) control(b []byte) {
 	}
 	sc.send(b)
 }
+
+// maxSettingsPerSecond bounds the SETTINGS frames a peer sends in a
+// second: a client sends one at the start and a few more as its windows
+// grow (grpc-go's BDP estimator), never hundreds.
+const maxSettingsPerSecond = 100
 
 // maxQueuedControlFrames is x/net's bound (http2/server.go) on the control
 // frames queued to one peer, the transport's.
@@ -475,6 +484,18 @@ func (sc *serverConn) settings(f *h2.Frame) {
 		if len(f.Payload) != 0 || f.Stream != 0 {
 			sc.fail(h2.CodeFrameSize, "SETTINGS ACK with a payload")
 		}
+		return
+	}
+	// Each SETTINGS is answered with an ACK. A peer that sends more than
+	// maxSettingsPerSecond in a second floods (CVE-2019-9515): it gets
+	// GOAWAY at once, rather than once the control-frame count sees the
+	// ACKs pile up, which waits until the kernel's socket buffers (a few
+	// MiB of 9-byte ACKs on loopback) are full, some 5 s of flooding.
+	if now := time.Now(); now.Sub(sc.settingsSince) > time.Second {
+		sc.settingsSince, sc.settingsSeen = now, 0
+	}
+	if sc.settingsSeen++; sc.settingsSeen > maxSettingsPerSecond {
+		sc.fail(h2.CodeEnhanceYourCalm, "over %d SETTINGS frames in a second", maxSettingsPerSecond)
 		return
 	}
 	ps := h2.ParseSettings(f)
