@@ -19,7 +19,7 @@ import (
 // within 30 s, by the frame-read deadline), and the legitimate probe
 // beside the attack gets at least 99% of its calls answered with a p99
 // within 50 ms of its own idle p99 measured just before (a case that
-// misses that bound alone runs once more, on a fresh provider).
+// misses only these time bounds runs once more, on a fresh provider).
 func TestConnectionAttacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the attack suite takes minutes")
@@ -31,10 +31,11 @@ func TestConnectionAttacks(t *testing.T) {
 	}
 	for _, c := range attack.Cases() {
 		t.Run(c.Proto+"/"+c.Name, func(t *testing.T) {
-			// The probe's p99 is the one bound a busy machine can break
+			// The time bounds (the probe's p99, how soon every attacking
+			// connection is closed) are the ones a busy machine can break
 			// alone (both cores loaded, -race in the attacker's process):
-			// a case that misses only it runs again on a fresh provider,
-			// and fails if it misses it twice.
+			// a case that misses only those runs again on a fresh
+			// provider, and fails if it misses them twice.
 			for attempt := 1; ; attempt++ {
 				slow, ok := runAttackCase(t, bin, c, attempt)
 				if ok || !slow || attempt == 2 {
@@ -50,7 +51,8 @@ func TestConnectionAttacks(t *testing.T) {
 }
 
 // runAttackCase runs c once against a fresh provider and reports whether
-// it held every bound, and whether the probe's p99 was the only one missed.
+// it held every bound, and whether time bounds (the probe's p99, the
+// closes' time) were the only ones missed.
 func runAttackCase(t *testing.T, bin string, c attack.Case, attempt int) (slow, ok bool) {
 	t.Helper()
 	p, err := attack.StartProvider(bin)
@@ -74,15 +76,22 @@ func runAttackCase(t *testing.T, bin string, c attack.Case, attempt int) (slow, 
 	if within == 0 {
 		within = 5 * time.Second
 	}
-	if r.Closed < r.Conns || r.CloseMax > within {
+	late := r.Closed == r.Conns && r.CloseMax > within
+	if r.Closed < r.Conns {
 		errs = append(errs, fmt.Sprintf("%d of %d attacking connections closed, the last after %v: want all within %v", r.Closed, r.Conns, r.CloseMax, within))
 	}
 	if r.Probe.OK() < 0.99 {
 		errs = append(errs, fmt.Sprintf("the probe's calls: %d of %d failed (%s), want at least 99%% answered", r.Probe.Failed, r.Probe.Calls, r.Probe.FirstErr))
 	}
-	slow = r.Probe.P99 > r.Idle.P99+50*time.Millisecond
+	p99 := r.Probe.P99 > r.Idle.P99+50*time.Millisecond
+	slow = p99 || late
 	if slow && (len(errs) > 0 || attempt == 2) {
-		errs = append(errs, fmt.Sprintf("the probe's p99 %v under attack, over its idle %v + 50 ms", r.Probe.P99, r.Idle.P99))
+		if late {
+			errs = append(errs, fmt.Sprintf("all %d attacking connections closed, the last after %v: want within %v", r.Conns, r.CloseMax, within))
+		}
+		if p99 {
+			errs = append(errs, fmt.Sprintf("the probe's p99 %v under attack, over its idle %v + 50 ms", r.Probe.P99, r.Idle.P99))
+		}
 	}
 	for _, e := range errs {
 		t.Error(e)
