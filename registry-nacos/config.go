@@ -81,6 +81,7 @@ func (c *ConfigCenter) GetConfig(ctx context.Context, key, grp string) (string, 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	connecting := time.Now().Add(readConnectWait)
 	for {
 		content, err := c.client.GetConfig(vo.ConfigParam{DataId: key, Group: group(grp)})
 		switch {
@@ -88,7 +89,11 @@ func (c *ConfigCenter) GetConfig(ctx context.Context, key, grp string) (string, 
 			return content, nil
 		case isNotFound(err):
 			return "", nil
-		case strings.Contains(err.Error(), "is limited"):
+		case strings.Contains(err.Error(), "is limited"),
+			// The SDK's client connects in the background and fails
+			// reads while it is STARTING (slow on a loaded machine): wait
+			// for it too, up to readConnectWait.
+			strings.Contains(err.Error(), "client not connected") && time.Now().Before(connecting):
 			// The SDK allows 5 reads of a data id per second per process
 			// and fails the rest; wait for its limiter rather than fail.
 			select {
@@ -102,8 +107,13 @@ func (c *ConfigCenter) GetConfig(ctx context.Context, key, grp string) (string, 
 	}
 }
 
-// limitedRetry is how long a read refused by the SDK's rate limiter waits.
+// limitedRetry is how long a read refused by the SDK's rate limiter (or
+// its client not connected yet) waits before it tries again.
 const limitedRetry = 250 * time.Millisecond
+
+// readConnectWait bounds how long a read waits for the SDK's client to
+// connect (the registry's own start waits connectWait for it, and goes on).
+const readConnectWait = 10 * time.Second
 
 // isNotFound tells the SDK's "config data not exist" answer (Nacos and
 // PolarisMesh return it as an error) from a failure.

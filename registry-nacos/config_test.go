@@ -2,11 +2,14 @@ package nacos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
@@ -125,5 +128,39 @@ func TestConfigCenter(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// startingClient is the SDK's config client while it connects: its first
+// reads fail with the SDK's "client not connected" error.
+type startingClient struct {
+	config_client.IConfigClient
+	fails int
+	reads int
+}
+
+func (c *startingClient) GetConfig(vo.ConfigParam) (string, error) {
+	if c.reads++; c.reads <= c.fails {
+		return "", errors.New("get config from remote nacos server fail, and is not allowed to read local file, err:client not connected, current status:STARTING")
+	}
+	return "doc", nil
+}
+
+// A read while the SDK's client still connects (CI under load: a start-up
+// read failed with "client not connected, current status:STARTING") waits
+// for it, within the caller's context, rather than failing the App's start.
+func TestReadWaitsForTheClientToConnect(t *testing.T) {
+	sc := &startingClient{fails: 3}
+	c := &ConfigCenter{client: sc, where: "test", log: discard()}
+	got, err := c.GetConfig(context.Background(), "k", "g")
+	if err != nil || got != "doc" || sc.reads != 4 {
+		t.Fatalf("got %q, %v after %d reads, want doc after 4", got, err, sc.reads)
+	}
+	// Within the context: a client that never connects fails the read
+	// when the caller's deadline ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := (&ConfigCenter{client: &startingClient{fails: 1 << 30}, where: "test", log: discard()}).GetConfig(ctx, "k", "g"); err == nil {
+		t.Fatal("a client that never connects gave a document")
 	}
 }
