@@ -420,7 +420,11 @@ const maxEcho = 64
 
 // echo cuts s to maxEcho bytes on a rune boundary, marking the cut, so a
 // huge rule does not become a huge error.
-func echo(s string) string {
+func echo(s string) string { return Echo(s) }
+
+// Echo is s as an error quotes it: cut to maxEcho bytes on a rune
+// boundary, with the cut marked (governance's rule errors quote alike).
+func Echo(s string) string {
 	if len(s) <= maxEcho {
 		return s
 	}

@@ -7,10 +7,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -57,8 +57,6 @@ const (
 	// (an alias is visited at each use), so "billion laughs" documents end
 	// early.
 	maxRuleNodes = 100_000
-	// maxEcho bounds what an error quotes of the document.
-	maxEcho = 64
 )
 
 // RuleKey is the key Dubbo gives a service's rules in the config center:
@@ -147,17 +145,9 @@ func (e *RuleError) Error() string {
 
 func (e *RuleError) Unwrap() error { return e.Err }
 
-// echo cuts s to maxEcho bytes on a rune boundary, marking the cut.
-func echo(s string) string {
-	if len(s) <= maxEcho {
-		return s
-	}
-	cut := maxEcho
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
-}
+// echo is cluster's: the same cut of a quoted text, so that rules and
+// routers quote alike.
+func echo(s string) string { return cluster.Echo(s) }
 
 // ruleDoc walks one YAML document and builds its errors.
 type ruleDoc struct {
