@@ -33,6 +33,17 @@ const (
 	mappingRefresh = 30 * time.Second
 )
 
+// Metadata retries: the instances of a revision whose metadata could not be
+// read (its MetadataService timed out, or did not serve that revision yet)
+// are asked again after metadataRetry, doubling up to metadataRetryMax, as
+// Java's ServiceInstancesChangedListener retries them (its
+// AddressRefreshRetryTask, every 10 s), and not only at the application's
+// next change, which may never come.
+const (
+	metadataRetry    = time.Second
+	metadataRetryMax = 10 * time.Second
+)
+
 // instanceRegistry is application-level service discovery behind the
 // Registry interface (Dubbo's ServiceDiscoveryRegistry), so that the layer
 // registers, subscribes and unions it like any registry:
@@ -197,6 +208,11 @@ type appSubscription struct {
 	apps map[string][]extension.ServiceInstance // watched app -> its instances
 	stop chan struct{}
 	done chan struct{} // closed when remap has returned
+
+	// retry delivers again while a revision's metadata is missing
+	// (metadataRetry); retryWait is its next wait, 0 after a whole delivery.
+	retry     *time.Timer
+	retryWait time.Duration
 }
 
 // Subscribe watches the applications that provide consumer's interface.
@@ -302,6 +318,12 @@ func (s *appSubscription) NotifyInstances(app string, instances []extension.Serv
 func (s *appSubscription) deliver() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case <-s.stop:
+		return // closed: a retry that fired as it closed
+	default:
+	}
+	missing := false
 	var protocols []string
 	if p := s.consumer.Param("protocols"); p != "" {
 		protocols = strings.Split(p, ",")
@@ -327,6 +349,7 @@ func (s *appSubscription) deliver() {
 		for _, rev := range revs {
 			md := s.r.metadata(app, rev, byRev[rev])
 			if md == nil {
+				missing = true
 				continue
 			}
 			for _, in := range byRev[rev] {
@@ -335,6 +358,25 @@ func (s *appSubscription) deliver() {
 		}
 	}
 	s.listener.Notify(urls)
+	s.retryLocked(missing)
+}
+
+// retryLocked schedules the next delivery while metadata is missing, and
+// stops retrying once none is.
+func (s *appSubscription) retryLocked(missing bool) {
+	if !missing {
+		s.retryWait = 0
+		if s.retry != nil {
+			s.retry.Stop()
+		}
+		return
+	}
+	s.retryWait = min(max(2*s.retryWait, metadataRetry), metadataRetryMax)
+	if s.retry == nil {
+		s.retry = time.AfterFunc(s.retryWait, s.deliver)
+	} else {
+		s.retry.Reset(s.retryWait)
+	}
 }
 
 // metadata returns the metadata of app's revision: from the cache, else
@@ -370,7 +412,7 @@ func (r *instanceRegistry) metadata(app, rev string, instances []extension.Servi
 		}
 		errs = append(errs, fmt.Errorf("instance %s: %w", in.ID(), err))
 	}
-	r.log.Warn("weft: application-level discovery: cannot read an application's metadata; its instances of that revision are left out until it changes",
+	r.log.Warn("weft: application-level discovery: cannot read an application's metadata; its instances of that revision are left out, and asked again within 10 s or at its next change",
 		"application", app, "revision", clip(rev), "err", errors.Join(errs...))
 	return nil
 }
@@ -410,6 +452,9 @@ func (s *appSubscription) close(ctx context.Context) {
 	}
 	close(s.stop)
 	s.mu.Lock()
+	if s.retry != nil {
+		s.retry.Stop()
+	}
 	apps := make([]string, 0, len(s.apps))
 	for a := range s.apps {
 		apps = append(apps, a)

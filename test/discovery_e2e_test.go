@@ -3,7 +3,9 @@ package test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +111,10 @@ func TestNacosDiscoveryFollowsRevisionsAndProvidedBy(t *testing.T) {
 }
 
 func discoveryRevisions(t *testing.T, reg string, found, refound time.Duration, opts ...weft.Option) {
+	// The Apps' warnings (a metadata fetch that failed, a registry that
+	// refused) go to the test's log: printed when it fails, they say
+	// which step lost the provider.
+	opts = append(opts, weft.WithLogger(testLogger(t)))
 	prov := startApp(t, fmt.Sprintf(`
 application: {name: vault-app, register_mode: instance}
 registries: {r: {address: %q}}
@@ -179,4 +185,26 @@ consumer: {references: {vault: {interface: org.weft.Vault, url: "dubbo://127.0.0
 			t.Errorf("config %s\nerr %v, want it to mention %q", tc.yaml, err, tc.want)
 		}
 	}
+}
+
+// testLogger is a logger whose warnings and errors go to t.Log (shown when
+// t fails, or with -v); infos are dropped. Its cleanup, registered before
+// the Apps', runs after they stopped: what a straggler logs later is
+// dropped (t.Log after the test panics).
+func testLogger(t testing.TB) *slog.Logger {
+	w := &tWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct {
+	t    testing.TB
+	done atomic.Bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
 }
