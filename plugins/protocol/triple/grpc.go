@@ -12,93 +12,31 @@ import (
 	"github.com/weftrpc/weft/kernel"
 )
 
-// gRPC status codes (google.golang.org/grpc/codes, the same numbers).
+// gRPC status codes: kernel's (one table for Triple and the proxy-wasm host).
 const (
-	statusOK                 = 0
-	statusCanceled           = 1
-	statusUnknown            = 2
-	statusInvalidArgument    = 3
-	statusDeadlineExceeded   = 4
-	statusNotFound           = 5
-	statusAlreadyExists      = 6
-	statusPermissionDenied   = 7
-	statusResourceExhausted  = 8
-	statusFailedPrecondition = 9
-	statusAborted            = 10
-	statusOutOfRange         = 11
-	statusUnimplemented      = 12
-	statusInternal           = 13
-	statusUnavailable        = 14
-	statusDataLoss           = 15
-	statusUnauthenticated    = 16
+	statusOK                 = kernel.GRPCOK
+	statusCanceled           = kernel.GRPCCanceled
+	statusUnknown            = kernel.GRPCUnknown
+	statusInvalidArgument    = kernel.GRPCInvalidArgument
+	statusDeadlineExceeded   = kernel.GRPCDeadlineExceeded
+	statusNotFound           = kernel.GRPCNotFound
+	statusAlreadyExists      = kernel.GRPCAlreadyExists
+	statusPermissionDenied   = kernel.GRPCPermissionDenied
+	statusResourceExhausted  = kernel.GRPCResourceExhausted
+	statusFailedPrecondition = kernel.GRPCFailedPrecondition
+	statusAborted            = kernel.GRPCAborted
+	statusOutOfRange         = kernel.GRPCOutOfRange
+	statusUnimplemented      = kernel.GRPCUnimplemented
+	statusInternal           = kernel.GRPCInternal
+	statusUnavailable        = kernel.GRPCUnavailable
+	statusDataLoss           = kernel.GRPCDataLoss
+	statusUnauthenticated    = kernel.GRPCUnauthenticated
 )
 
-// The table between weft's error codes (Dubbo's RpcException codes) and
-// gRPC's status codes. A weft provider also sends its own code in the
-// tri-exception-code trailer, as Dubbo 3 does, so that weft and Dubbo
-// consumers get the exact code back (timeout on the server side, forbidden
-// ...) where a gRPC status is coarser; a gRPC peer reads the status alone.
-//
-//	weft code          gRPC status (sent)      gRPC status (received) -> weft code
-//	unknown            UNKNOWN                 UNKNOWN, ABORTED, DATA_LOSS, others -> unknown
-//	network            UNAVAILABLE             UNAVAILABLE -> network
-//	timeout            DEADLINE_EXCEEDED       DEADLINE_EXCEEDED -> timeout
-//	biz                UNKNOWN                 (a business error comes as the Dubbo code, or as
-//	                                             INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
-//	                                             FAILED_PRECONDITION, OUT_OF_RANGE -> biz: the
-//	                                             application said no)
-//	forbidden          PERMISSION_DENIED       PERMISSION_DENIED, UNAUTHENTICATED -> forbidden
-//	serialization      INTERNAL                INTERNAL -> serialization
-//	no provider        UNAVAILABLE
-//	limit exceeded     RESOURCE_EXHAUSTED      RESOURCE_EXHAUSTED -> limit exceeded
-//	method not found   UNIMPLEMENTED           UNIMPLEMENTED -> method not found
-//	service not found  UNIMPLEMENTED
-//	shutting down      UNAVAILABLE
-//	                                           CANCELLED -> network (the call was cut)
-func grpcStatusOf(code kernel.Code) int {
-	switch code {
-	case kernel.CodeNetwork, kernel.CodeNoProvider, kernel.CodeShuttingDown:
-		return statusUnavailable
-	case kernel.CodeTimeout:
-		return statusDeadlineExceeded
-	case kernel.CodeForbidden:
-		return statusPermissionDenied
-	case kernel.CodeSerialization:
-		return statusInternal
-	case kernel.CodeLimitExceeded:
-		return statusResourceExhausted
-	case kernel.CodeMethodNotFound, kernel.CodeServiceNotFound:
-		return statusUnimplemented
-	}
-	return statusUnknown
-}
+// grpcStatusOf and codeOfGRPCStatus are kernel's table (kernel.GRPCStatus).
+func grpcStatusOf(code kernel.Code) int { return kernel.GRPCStatus(code) }
 
-// codeOfGRPCStatus is the other direction of the table, for a status with
-// no tri-exception-code beside it.
-func codeOfGRPCStatus(st int) kernel.Code {
-	switch st {
-	case statusCanceled, statusUnavailable:
-		return kernel.CodeNetwork
-	case statusDeadlineExceeded:
-		return kernel.CodeTimeout
-	case statusPermissionDenied, statusUnauthenticated:
-		return kernel.CodeForbidden
-	case statusInternal:
-		return kernel.CodeSerialization
-	case statusResourceExhausted:
-		return kernel.CodeLimitExceeded
-	case statusUnimplemented:
-		return kernel.CodeMethodNotFound
-	case statusInvalidArgument, statusNotFound, statusAlreadyExists, statusFailedPrecondition, statusOutOfRange:
-		return kernel.CodeBiz
-	}
-	// dubbo-go 3.3's IDL providers answer a method's error with status 17
-	// (its CodeBizError), past gRPC's last code, and no tri-exception-code.
-	// Java Dubbo fails on it (TriRpcStatus.Code.fromCode throws), so it is
-	// not read as a business error here either: an unknown error, with the
-	// text and the status (test/interop/triple_dubbogo_test.go).
-	return kernel.CodeUnknown
-}
+func codeOfGRPCStatus(st int) kernel.Code { return kernel.CodeOfGRPCStatus(st) }
 
 // maxTimeout caps what a grpc-timeout may ask for: gRPC's own clients send
 // at most 8 digits of any unit, and a deadline years away is no deadline.
@@ -137,24 +75,8 @@ func parseTimeout(v string) (time.Duration, error) {
 	return time.Duration(n) * unit, nil
 }
 
-// formatTimeout writes d as grpc-timeout, in the finest unit that fits 8
-// digits (rounded up, so that the peer's deadline is never before ours).
-func formatTimeout(d time.Duration) string {
-	if d <= 0 {
-		return "1n"
-	}
-	const max = 99999999
-	for _, u := range []struct {
-		d time.Duration
-		c byte
-	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}} {
-		n := (d + u.d - 1) / u.d
-		if n <= max {
-			return strconv.FormatInt(int64(n), 10) + string(u.c)
-		}
-	}
-	return "99999999H"
-}
+// formatTimeout writes d as grpc-timeout (kernel.FormatGRPCTimeout).
+func formatTimeout(d time.Duration) string { return kernel.FormatGRPCTimeout(d) }
 
 // encodeMessage percent-encodes a grpc-message value: bytes outside
 // printable ASCII, and '%', as %XX.
