@@ -14,9 +14,13 @@ type Report struct {
 	Imports []Import
 	Exports []Export
 	// Version is what weft_abi_version returned; Ran says whether it could be
-	// called at all.
+	// called at all (for a proxy-wasm module: whether an instance started).
 	Version int32
 	Ran     bool
+	// ProxyWasm is the proxy-wasm ABI version a proxy-wasm module declares
+	// ("" for a weft-ABI module); it is checked as such, and started as a
+	// filter with an empty configuration would be.
+	ProxyWasm string
 	// Problems lists every way the module breaks ABI v1; none means valid.
 	Problems []string
 }
@@ -40,24 +44,34 @@ func Check(ctx context.Context, wasm []byte) *Report {
 	defer f.stopStarting()
 	f.rt = newRuntime(ctx, f.maxPages)
 	defer f.rt.Close(ctx)
-	wasi, err := instantiateHost(ctx, f.rt, f)
-	if err != nil {
-		r.Problems = append(r.Problems, err.Error())
-		return r
-	}
 	cm, err := f.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		r.Problems = append(r.Problems, "does not compile: "+err.Error())
 		return r
 	}
-	r.Imports, r.Exports, r.Problems = staticReport(cm, wasi)
+	if r.ProxyWasm = pwVersion(cm); r.ProxyWasm != "" {
+		f.pw = &pwConfig{}
+	}
+	wasi, err := instantiateHost(ctx, f.rt, f)
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	if f.pw != nil {
+		r.Imports, r.Exports, r.Problems = pwStaticReport(cm, wasi)
+	} else {
+		r.Imports, r.Exports, r.Problems = staticReport(cm, wasi)
+	}
 	if len(r.Problems) > 0 {
 		return r
 	}
-	v := &version{f: f, cm: cm, seq: 1, config: f.config, live: 1, creating: 1}
+	v := &version{f: f, cm: cm, seq: 1, config: f.config, live: 1, creating: 1, pwABI: r.ProxyWasm}
 	in, err := v.instantiate()
 	var ve *versionError
 	switch {
+	case err == nil && f.pw != nil:
+		r.Ran = true
+		in.close()
 	case err == nil:
 		r.Ran, r.Version = true, ABIVersion
 		in.close()
@@ -89,10 +103,19 @@ func (r *Report) Print(w io.Writer, name string) {
 		}
 		line(w, e.Name, e.Signature, note)
 	}
-	if r.Ran {
+	switch {
+	case r.ProxyWasm != "" && r.Ran:
+		fmt.Fprintf(w, "abi: proxy-wasm %s (started: _initialize/main, proxy_on_vm_start, proxy_on_configure with empty configurations)\n", r.ProxyWasm)
+	case r.ProxyWasm != "":
+		fmt.Fprintf(w, "abi: proxy-wasm %s (not started)\n", r.ProxyWasm)
+	case r.Ran:
 		fmt.Fprintf(w, "abi version: %d\n", r.Version)
-	} else {
+	default:
 		fmt.Fprintln(w, "abi version: not run")
+	}
+	if r.Valid() && r.ProxyWasm != "" {
+		fmt.Fprintf(w, "verdict: valid (proxy-wasm ABI %s; configure it with abi: proxy-wasm)\n", r.ProxyWasm)
+		return
 	}
 	if r.Valid() {
 		fmt.Fprintf(w, "verdict: valid (weft WASM ABI v%d)\n", ABIVersion)

@@ -80,6 +80,20 @@ type Config struct {
 	// Counters is the store of counter_add, shared by the filters of an App
 	// (default: a store of this filter's own).
 	Counters *Counters
+	// ABI is the guest's: ABIWeft (sdk/ABI.md, the default) or ABIProxyWasm
+	// (proxy-wasm 0.2.1, 0.2.0 or 0.1.0).
+	ABI string
+	// FailOpen lets a call through when the guest fails it (a trap, a
+	// timeout, its memory cap, an ABI violation) instead of failing the call:
+	// Istio's failStrategy FAIL_OPEN. Default: fail closed.
+	FailOpen bool
+	// The plugin settings of a proxy-wasm filter, in Envoy's words:
+	// RootID (plugin_root_id, which root context of the module serves the
+	// filter), VMID (filters with one vm_id share instances' data),
+	// Configuration (handed to proxy_on_configure) and VMConfiguration (to
+	// proxy_on_vm_start).
+	RootID, VMID                   string
+	Configuration, VMConfiguration []byte
 }
 
 // Filter is a WASM module acting as an extension.Filter. It is safe for
@@ -95,8 +109,10 @@ type Filter struct {
 	log          *slog.Logger
 	warns        warnLimiter
 	counters     *Counters
-	config       []byte // get_config's JSON for versions loaded from now on; under mu
-	data         []byte // the current module's bytes, for SetConfig; under mu
+	failOpen     bool
+	pw           *pwConfig // nil: weft's ABI
+	config       []byte    // get_config's JSON for versions loaded from now on; under mu
+	data         []byte    // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -128,6 +144,7 @@ type Filter struct {
 		// of the live instances, updated as instances start, come back
 		// from a call and close.
 		calls, traps, timeouts, memBytes atomic.Int64
+		failOpen                         atomic.Int64 // calls let through a failed guest (fail_open)
 		maxBusy                          atomic.Int32
 	}
 }
@@ -140,7 +157,14 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
 	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
-		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters}
+		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters, failOpen: c.FailOpen}
+	switch c.ABI {
+	case "", ABIWeft:
+	case ABIProxyWasm:
+		f.pw = &pwConfig{rootID: c.RootID, vmID: c.VMID, config: c.Configuration, vmConfig: c.VMConfiguration}
+	default:
+		return nil, fmt.Errorf("abi %q is not known: want %s (weft's ABI, sdk/ABI.md; the default) or %s (proxy-wasm 0.2.1, 0.2.0 or 0.1.0)", c.ABI, ABIWeft, ABIProxyWasm)
+	}
 	f.warns.every = c.WarnInterval
 	if f.warns.every <= 0 {
 		f.warns.every = DefaultWarnInterval
@@ -236,7 +260,14 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime, f *Filter) (map[str
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		return nil, fmt.Errorf("wasmfilter: instantiate WASI: %w", err)
 	}
-	if _, err := hostModule(rt, f).Instantiate(ctx); err != nil {
+	if f != nil && f.pw != nil {
+		if _, err := pwHostModule(rt, f).Instantiate(ctx); err != nil {
+			return nil, fmt.Errorf("wasmfilter: instantiate the proxy-wasm host module: %w", err)
+		}
+		if _, err := wasiUnstableModule(rt).Instantiate(ctx); err != nil {
+			return nil, fmt.Errorf("wasmfilter: instantiate %s: %w", wasiUnstable, err)
+		}
+	} else if _, err := hostModule(rt, f).Instantiate(ctx); err != nil {
 		return nil, fmt.Errorf("wasmfilter: instantiate host module: %w", err)
 	}
 	return rt.Module(WASIModule).ExportedFunctionDefinitions(), nil
@@ -249,12 +280,21 @@ func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
 	if err != nil {
 		return nil, fmt.Errorf("module %s does not compile: %w", f.path, err)
 	}
-	if _, _, problems := staticReport(cm, f.wasi); len(problems) > 0 {
+	if f.pw != nil {
+		if _, _, problems := pwStaticReport(cm, f.wasi); len(problems) > 0 {
+			cm.Close(ctx)
+			return nil, fmt.Errorf("module %s is not a proxy-wasm module weft can run (run `weft wasm check %s`): %s",
+				f.path, f.path, strings.Join(problems, "; "))
+		}
+	} else if _, _, problems := staticReport(cm, f.wasi); len(problems) > 0 {
 		cm.Close(ctx)
+		if pwVersion(cm) != "" {
+			problems = append(problems, "the module exports a proxy_abi_version marker: configure it with abi: proxy-wasm")
+		}
 		return nil, fmt.Errorf("module %s does not follow weft's WASM ABI v1 (run `weft wasm check %s`): %s",
 			f.path, f.path, strings.Join(problems, "; "))
 	}
-	v := &version{f: f, cm: cm, seq: f.seq + 1, config: f.config, live: 1, creating: 1}
+	v := &version{f: f, cm: cm, seq: f.seq + 1, config: f.config, live: 1, creating: 1, pwABI: pwVersion(cm)}
 	in, err := v.create()
 	if err != nil {
 		v.retire()
@@ -290,7 +330,7 @@ func (f *Filter) fastPath(v *version, in *instance, data []byte) {
 	default:
 		if err = fastPathError(); err == nil {
 			if _, err = closedWord(in.mod); err == nil {
-				err = disableCallWatch(in.onRequest)
+				err = disableCallWatch(in.alloc)
 			}
 		}
 		if err != nil {
@@ -438,29 +478,15 @@ func (f *Filter) Stats() Stats {
 }
 
 // Invoke runs weft_on_request, the rest of the chain, then weft_on_response
-// (when exported) on the same instance.
+// (when exported) on the same instance; a proxy-wasm filter runs its
+// callbacks instead (invokeProxy).
 func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
-	f.stats.calls.Add(1)
-	if err := ctx.Err(); err != nil {
-		return kernel.Result{}, f.ctxError(err, "before "+exportOnRequest+" ran")
+	if f.pw != nil {
+		return f.invokeProxy(ctx, next, inv)
 	}
-	v := f.cur.Load()
-	in, err := v.get(ctx)
-	for err == errRetired && !f.closed.Load() {
-		v = f.cur.Load()
-		in, err = v.get(ctx)
-	}
-	if err == errRetired {
-		return kernel.Result{}, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
-	}
-	if full, ok := err.(*errFull); ok { // a type assertion: errors.As would move full to the heap on every call
-		return kernel.Result{}, f.fullError(ctx, full.waited)
-	}
-	if err == errStarting {
-		return kernel.Result{}, f.ctxError(ctx.Err(), "while a new instance was starting (none was idle); that instance will serve a later call")
-	}
+	v, in, err := f.acquire(ctx, exportOnRequest)
 	if err != nil {
-		return kernel.Result{}, kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: no instance to run the call", f.name)
+		return kernel.Result{}, err
 	}
 	in.begin(next, inv)
 	act, err := in.call(ctx, in.onRequest, exportOnRequest)
@@ -471,7 +497,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 			return kernel.Result{}, f.ctxError(nr.err, "before "+exportOnRequest+" ran")
 		}
 		v.discard(in)
-		return kernel.Result{}, err
+		return f.failedOpen(ctx, err, next, inv, nil)
 	}
 	if act != actionContinue {
 		err := in.rejection(act, exportOnRequest)
@@ -496,7 +522,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 			return res, callErr
 		}
 		v.discard(in)
-		return kernel.Result{}, err
+		return f.failedOpen(ctx, err, next, inv, func() (kernel.Result, error) { return res, callErr })
 	}
 	if act != actionContinue {
 		err := in.rejection(act, exportOnResponse)
@@ -508,6 +534,50 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	in.end()
 	v.put(in)
 	return res, callErr
+}
+
+// acquire takes an instance of the current version for a call; first is
+// the callback it will run first, for the errors.
+func (f *Filter) acquire(ctx context.Context, first string) (*version, *instance, error) {
+	f.stats.calls.Add(1)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, f.ctxError(err, "before "+first+" ran")
+	}
+	v := f.cur.Load()
+	in, err := v.get(ctx)
+	for err == errRetired && !f.closed.Load() {
+		v = f.cur.Load()
+		in, err = v.get(ctx)
+	}
+	if err == errRetired {
+		return nil, nil, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
+	}
+	if full, ok := err.(*errFull); ok { // a type assertion: errors.As would move full to the heap on every call
+		return nil, nil, f.fullError(ctx, full.waited)
+	}
+	if err == errStarting {
+		return nil, nil, f.ctxError(ctx.Err(), "while a new instance was starting (none was idle); that instance will serve a later call")
+	}
+	if err != nil {
+		return nil, nil, kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: no instance to run the call", f.name)
+	}
+	return v, in, nil
+}
+
+// failedOpen is the outcome of a call whose guest failed (err, the instance
+// discarded): err, or with fail_open the call as if the filter were not
+// there: the rest of the chain (in the request's callback), or the answer
+// the chain gave (answered, in the response's).
+func (f *Filter) failedOpen(ctx context.Context, err error, next kernel.Invoker, inv *kernel.Invocation, answered func() (kernel.Result, error)) (kernel.Result, error) {
+	if !f.failOpen || ctx.Err() != nil || f.closed.Load() {
+		return kernel.Result{}, err
+	}
+	f.stats.failOpen.Add(1)
+	f.warn(warnFailOpen, "weft: wasm filter failed; fail_open lets the call through without it", "error", err.Error())
+	if answered != nil {
+		return answered()
+	}
+	return next.Invoke(ctx, inv)
 }
 
 // fullError is the error of a call that waited for an instance while

@@ -34,6 +34,9 @@ type version struct {
 	// not.
 	fast bool
 	slow string
+	// pwABI is the proxy-wasm ABI version the module declares ("" for a
+	// weft-ABI module).
+	pwABI string
 
 	mu       sync.Mutex
 	idle     []*instance // LIFO
@@ -386,10 +389,11 @@ type instance struct {
 
 	alloc, onRequest, onResponse api.Function
 
-	// stack is the parameter/result stack of callbacks, alloc's of
-	// weft_alloc (called from inside host functions while a callback's stack
-	// is in use): reused, so calls do not allocate.
-	stack      [1]uint64
+	// stack is the parameter/result stack of callbacks (proxy-wasm's take
+	// up to five), alloc's of the guest's allocator (called from inside host
+	// functions while a callback's stack is in use): reused, so calls do not
+	// allocate.
+	stack      [5]uint64
 	allocStack [1]uint64
 
 	// How a guest call is bounded (see call). fast: wazero's per-call watch
@@ -428,6 +432,9 @@ type instance struct {
 	abiErr   error  // the first ABI violation a host function saw
 	scratch  []byte // arguments/result JSON, reused
 	keys     map[string]string
+
+	// pw is the proxy-wasm side of an instance of a proxy-wasm filter.
+	pw *pwInstance
 }
 
 const maxScratch = 64 << 10
@@ -478,13 +485,21 @@ func (v *version) instantiate() (*instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instantiate (the module's start function): %w", guestErr(explainCtx(ctx, err, f.initTimeout)))
 	}
-	in := &instance{v: v, f: f, mod: mod, mem: mod.Memory(),
-		alloc:      mod.ExportedFunction(exportAlloc),
-		onRequest:  mod.ExportedFunction(exportOnRequest),
-		onResponse: mod.ExportedFunction(exportOnResponse)}
-	if in.mem == nil || in.alloc == nil || in.onRequest == nil {
-		mod.Close(context.Background())
-		return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")
+	in := &instance{v: v, f: f, mod: mod, mem: mod.Memory()}
+	if f.pw != nil {
+		in.alloc, in.pw = pwAllocator(mod), newPWInstance(mod, v.pwABI)
+		if in.mem == nil || in.alloc == nil {
+			mod.Close(context.Background())
+			return nil, errors.New("instantiate: memory, or proxy_on_memory_allocate and malloc, missing")
+		}
+	} else {
+		in.alloc = mod.ExportedFunction(exportAlloc)
+		in.onRequest = mod.ExportedFunction(exportOnRequest)
+		in.onResponse = mod.ExportedFunction(exportOnResponse)
+		if in.mem == nil || in.alloc == nil || in.onRequest == nil {
+			mod.Close(context.Background())
+			return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")
+		}
 	}
 	in.closed, _ = closedWord(mod) // load reports the error, if any, when it decides on the fast path
 	in.fast = v.fast && in.closed != nil
@@ -509,26 +524,36 @@ func (v *version) instantiate() (*instance, error) {
 			in.markClosed(code)
 		})
 	}
-	if init := mod.ExportedFunction(exportInitialize); init != nil {
-		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+	if f.pw != nil {
+		if err := in.pwStartup(ctx); err != nil {
 			stopped()
-			return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
+			return fail(err)
 		}
-	}
-	if in.abiErr != nil {
-		stopped()
-		return fail(fmt.Errorf("_initialize broke the ABI: %w", in.abiErr))
-	}
-	if err := mod.ExportedFunction(exportVersion).CallWithStack(ctx, in.stack[:]); err != nil {
-		stopped()
-		return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
-	}
-	if !stopped() {
-		// Marked closed (or about to be) as weft_abi_version returned.
-		return fail(fmt.Errorf("weft_abi_version failed: still running after the start-up limit of %v", f.initTimeout))
-	}
-	if got := int32(in.stack[0]); got != ABIVersion {
-		return fail(&versionError{got})
+		if !stopped() {
+			return fail(fmt.Errorf("start-up still running after the start-up limit of %v", f.initTimeout))
+		}
+	} else {
+		if init := mod.ExportedFunction(exportInitialize); init != nil {
+			if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+				stopped()
+				return fail(fmt.Errorf("_initialize failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
+			}
+		}
+		if in.abiErr != nil {
+			stopped()
+			return fail(fmt.Errorf("_initialize broke the ABI: %w", in.abiErr))
+		}
+		if err := mod.ExportedFunction(exportVersion).CallWithStack(ctx, in.stack[:]); err != nil {
+			stopped()
+			return fail(fmt.Errorf("weft_abi_version failed: %w", guestErr(explainCtx(ctx, err, f.initTimeout))))
+		}
+		if !stopped() {
+			// Marked closed (or about to be) as weft_abi_version returned.
+			return fail(fmt.Errorf("weft_abi_version failed: still running after the start-up limit of %v", f.initTimeout))
+		}
+		if got := int32(in.stack[0]); got != ABIVersion {
+			return fail(&versionError{got})
+		}
 	}
 	in.memSeen = int64(in.mem.Size())
 	f.stats.memBytes.Add(in.memSeen)

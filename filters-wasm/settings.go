@@ -2,6 +2,7 @@ package wasmfilter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
 )
 
 // Settings is the `wasm:` block of weft's config: the filters written in
@@ -47,8 +49,41 @@ type FilterSettings struct {
 	// them.
 	MaxInstances int `koanf:"max_instances"`
 	// Config is the filter's own configuration, given to the guest as JSON
-	// by get_config.
+	// by get_config (weft's ABI).
 	Config map[string]any `koanf:"config"`
+	// ABI is the guest's: weft (sdk/ABI.md, the default) or proxy-wasm
+	// (the ABI of Envoy's and Istio's WASM filters, 0.2.1, 0.2.0 or 0.1.0).
+	ABI string `koanf:"abi"`
+	// FailOpen lets a call through when the guest fails (a trap, a timeout,
+	// its memory cap) instead of failing it: Istio's failStrategy
+	// FAIL_OPEN. Default false: fail closed.
+	FailOpen bool `koanf:"fail_open"`
+	// The plugin settings of a proxy-wasm filter, Envoy's names:
+	// Configuration is handed to proxy_on_configure (a string as it is, a
+	// map or list as compact JSON with sorted keys), VMConfiguration to
+	// proxy_on_vm_start, RootID is plugin_root_id (which of the module's
+	// root contexts serves the filter), VMID is plugin_vm_id.
+	Configuration   any    `koanf:"configuration"`
+	VMConfiguration any    `koanf:"vm_configuration"`
+	RootID          string `koanf:"root_id"`
+	VMID            string `koanf:"vm_id"`
+}
+
+// pluginBytes is a proxy-wasm configuration value as the guest gets it.
+func pluginBytes(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []byte(x), nil
+	case []byte:
+		return x, nil
+	}
+	js, err := json.Marshal(view.Generic(v))
+	if err != nil {
+		return nil, fmt.Errorf("not representable as JSON: %w", err)
+	}
+	return js, nil
 }
 
 // Validate reports the settings of every filter that have no meaning, by
@@ -66,6 +101,21 @@ func (s Settings) Validate() []error {
 		}
 		if fc.Timeout < 0 {
 			bad(path+".timeout", fc.Timeout, ">= 0 ms (0 or unset: the default 1000 ms)", "set the ms each guest callback may take, or remove the key")
+		}
+		switch fc.ABI {
+		case "", ABIWeft:
+			for key, set := range map[string]bool{"configuration": fc.Configuration != nil, "vm_configuration": fc.VMConfiguration != nil,
+				"root_id": fc.RootID != "", "vm_id": fc.VMID != ""} {
+				if set {
+					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, key))
+				}
+			}
+		case ABIProxyWasm:
+			if len(fc.Config) > 0 {
+				errs = append(errs, fmt.Errorf("%s.config: a proxy-wasm filter gets its settings from configuration (proxy_on_configure), not config (weft's get_config); rename the key", path))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s.abi: %q is not known: want %s (the default) or %s", path, fc.ABI, ABIWeft, ABIProxyWasm))
 		}
 		if fc.MaxInstances < 0 || int64(fc.MaxInstances) > 1<<31-1 {
 			bad(path+".max_instances", fc.MaxInstances, ">= 0 instances (0 or unset: no cap, instances made as concurrent calls need them)",
@@ -155,10 +205,22 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			errs = append(errs, fmt.Errorf("%s.path: the module file is required", path))
 			continue
 		}
+		cfg, err := pluginBytes(fc.Configuration)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.configuration: %w", path, err))
+			continue
+		}
+		vmCfg, err := pluginBytes(fc.VMConfiguration)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.vm_configuration: %w", path, err))
+			continue
+		}
 		f, err := New(ctx, Config{
 			Name: name, Path: fc.Path, MaxMemoryPages: uint32(fc.MaxMemoryPages),
 			Timeout: time.Duration(fc.Timeout) * time.Millisecond, Settings: fc.Config,
 			MaxInstances: fc.MaxInstances, Log: log, Counters: counters,
+			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
+			Configuration: cfg, VMConfiguration: vmCfg,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))

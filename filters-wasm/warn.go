@@ -10,10 +10,13 @@ import (
 type warnKind int
 
 const (
-	warnTrap    warnKind = iota // traps, ABI violations, proc_exit, calls failed by Close
-	warnTimeout                 // a guest stopped at a deadline or timeout, or cancelled
-	warnFull                    // a call waited for an instance and failed (max_instances)
-	warnStart                   // an instance made in the background did not start
+	warnTrap          warnKind = iota // traps, ABI violations, proc_exit, calls failed by Close
+	warnTimeout                       // a guest stopped at a deadline or timeout, or cancelled
+	warnFull                          // a call waited for an instance and failed (max_instances)
+	warnStart                         // an instance made in the background did not start
+	warnUnimplemented                 // a proxy-wasm guest called a host function weft does not implement
+	warnFailOpen                      // a failed guest let the call through (fail_open)
+	warnPaused                        // a proxy-wasm callback paused a call nothing could resume
 	numWarnKinds
 )
 
