@@ -286,11 +286,12 @@ func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
 			return nil, fmt.Errorf("module %s is not a proxy-wasm module weft can run (run `weft wasm check %s`): %s",
 				f.path, f.path, strings.Join(problems, "; "))
 		}
+	} else if v := pwVersion(cm); v != "" {
+		cm.Close(ctx)
+		return nil, fmt.Errorf("module %s is a proxy-wasm module (it exports proxy_abi_version_%s), not one of weft's ABI: configure it with abi: proxy-wasm",
+			f.path, strings.ReplaceAll(v, ".", "_"))
 	} else if _, _, problems := staticReport(cm, f.wasi); len(problems) > 0 {
 		cm.Close(ctx)
-		if pwVersion(cm) != "" {
-			problems = append(problems, "the module exports a proxy_abi_version marker: configure it with abi: proxy-wasm")
-		}
 		return nil, fmt.Errorf("module %s does not follow weft's WASM ABI v1 (run `weft wasm check %s`): %s",
 			f.path, f.path, strings.Join(problems, "; "))
 	}

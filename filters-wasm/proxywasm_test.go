@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
@@ -88,4 +89,115 @@ func TestProxyWasmASHeaders(t *testing.T) {
 	if st := f.Stats(); st.Failures != 0 || st.Live < 1 {
 		t.Errorf("stats %+v: want no failures", st)
 	}
+}
+
+// The ABI's corners, on a module written from the spec alone
+// (testdata/proxywasm.wat): bad pointers and oversized maps answer their
+// statuses without harm, an absent header is NOT_FOUND in 0.2.x, a trap, a
+// loop and a memory bomb fail the call (within its deadline) and cost the
+// instance, a pause nothing can resume fails at once, and with fail_open a
+// failed guest lets the call through unchanged.
+func TestProxyWasmABICorners(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm", "")
+	cases := []struct {
+		mode     string
+		failOpen bool
+		ok       bool        // the call succeeds
+		wantCode kernel.Code // else its code
+		wantMode bool        // the filter's x-mode header reached the provider
+	}{
+		{"o", false, true, 0, true},
+		{"b", false, true, 0, true},
+		{"s", false, true, 0, true},
+		{"n", false, true, 0, true},
+		{"t", false, false, kernel.CodeUnknown, false},
+		{"l", false, false, kernel.CodeTimeout, false},
+		{"g", false, false, kernel.CodeUnknown, false},
+		{"p", false, false, kernel.CodeUnknown, false},
+		{"t", true, true, 0, false},
+		{"l", true, false, kernel.CodeTimeout, false}, // the call's own deadline has passed: nothing to let through
+	}
+	for _, tc := range cases {
+		name := tc.mode
+		if tc.failOpen {
+			name += "/fail_open"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFilter(t, path, wasmfilter.Config{Name: "pw-" + tc.mode, ABI: wasmfilter.ABIProxyWasm,
+				Configuration: []byte(tc.mode), FailOpen: tc.failOpen, MaxMemoryPages: 64})
+			ep := newEndpoint()
+			var seen map[string]any
+			ep.seen = func(inv *kernel.Invocation) { seen = inv.Attachments() }
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := f.Invoke(ctx, ep, kernel.NewInvocation("sayHello", "world"))
+			took := time.Since(start)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("mode %s: %v", tc.mode, err)
+				}
+				if got := seen["x-mode"]; tc.wantMode && got != tc.mode {
+					t.Errorf("x-mode = %v, want %s (attachments %v)", got, tc.mode, seen)
+				}
+				if !tc.wantMode && seen["x-mode"] != nil {
+					t.Errorf("fail_open let through the failed filter's edit: %v", seen)
+				}
+				return
+			}
+			if kernel.CodeOf(err) != tc.wantCode {
+				t.Fatalf("mode %s: err %v (code %v), want code %v", tc.mode, err, kernel.CodeOf(err), tc.wantCode)
+			}
+			if seen != nil {
+				t.Errorf("mode %s: the failed call reached the provider", tc.mode)
+			}
+			if took > 200*time.Millisecond+100*time.Millisecond {
+				t.Errorf("mode %s: failed after %v, past the call's 200 ms deadline", tc.mode, took)
+			}
+		})
+	}
+}
+
+// A 0.1.0 module runs with 0.1.0's shapes: two-parameter header
+// callbacks, proxy_get_configuration, an absent header read as empty, and
+// proxy_continue_request resuming a paused request within its callback.
+func TestProxyWasm010(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm010", "")
+	f := newFilter(t, path, wasmfilter.Config{Name: "pw-010", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("c0")})
+	ep := newEndpoint()
+	var seen map[string]any
+	ep.seen = func(inv *kernel.Invocation) { seen = inv.Attachments() }
+	if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello", "world")); err != nil {
+		t.Fatal(err)
+	}
+	if seen["x-abi"] != "0.1.0" || seen["x-config"] != "c0" {
+		t.Errorf("attachments %v: want x-abi 0.1.0 and x-config c0", seen)
+	}
+	r := wasmfilter.Check(context.Background(), mustRead(t, path))
+	if !r.Valid() || r.ProxyWasm != "0.1.0" {
+		t.Errorf("Check: valid %v, proxy-wasm %q, problems %v", r.Valid(), r.ProxyWasm, r.Problems)
+	}
+}
+
+// A proxy-wasm module configured as a weft-ABI filter (the default) is
+// refused with the fix; an unknown abi is refused naming the known ones.
+func TestProxyWasmABIMismatch(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm", "")
+	_, err := wasmfilter.New(context.Background(), wasmfilter.Config{Name: "pw", Path: path})
+	if err == nil || !strings.Contains(err.Error(), "abi: proxy-wasm") {
+		t.Errorf("a proxy-wasm module as a weft filter: %v, want the hint abi: proxy-wasm", err)
+	}
+	_, err = wasmfilter.New(context.Background(), wasmfilter.Config{Name: "pw", Path: path, ABI: "wasi-http"})
+	if err == nil || !strings.Contains(err.Error(), "proxy-wasm") || !strings.Contains(err.Error(), "weft") {
+		t.Errorf("an unknown abi: %v, want the known ones named", err)
+	}
+}
+
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -104,10 +104,12 @@ func (s Settings) Validate() []error {
 		}
 		switch fc.ABI {
 		case "", ABIWeft:
-			for key, set := range map[string]bool{"configuration": fc.Configuration != nil, "vm_configuration": fc.VMConfiguration != nil,
-				"root_id": fc.RootID != "", "vm_id": fc.VMID != ""} {
-				if set {
-					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, key))
+			for _, k := range []struct {
+				key string
+				set bool
+			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}, {"vm_id", fc.VMID != ""}} {
+				if k.set {
+					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, k.key))
 				}
 			}
 		case ABIProxyWasm:

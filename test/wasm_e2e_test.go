@@ -15,11 +15,14 @@ import (
 	"github.com/weftrpc/weft/kernel"
 )
 
-// Native and WASM filters in one activation, on both sides of a real dubbo
-// (and Triple) call: each appends its name to the attachment "trace" on the way in (the
-// service returns it) and to the result attachment "rtrace" on the way out
-// (which travels back with the response). The order is the activated order:
-// by `order`, then listed names where the list puts them.
+// Native, weft-ABI and proxy-wasm filters in one activation, on both sides
+// of a real dubbo (and Triple) call: each appends its name to the attachment
+// "trace" on the way in (the service returns it) and to the result
+// attachment "rtrace" on the way out (which travels back with the
+// response); the proxy-wasm one (an AssemblyScript filter on
+// @solo-io/proxy-runtime) through the request's and the response's
+// headers. The order is the activated order: by `order`, then listed names
+// where the list puts them.
 func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) {
 	forEachProtocol(t, testWasmAndNativeFiltersRunInActivatedOrder)
 }
@@ -27,6 +30,7 @@ func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) {
 func testWasmAndNativeFiltersRunInActivatedOrder(t *testing.T, proto string) {
 	dir := t.TempDir()
 	trace := buildWasmGuest(t, dir, "trace")
+	pwTrace := buildProxyWasmAS(t, filepath.Join(dir, "proxy-wasm"), "trace")
 	addr := freePort(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	provider := kernel.GroupProvider
@@ -38,11 +42,12 @@ wasm:
     wasm-b: {path: %q, groups: [provider], order: 50, timeout: 500, max_memory_pages: 64, config: {name: wasm-b}}
     wasm-listed: {path: %q, config: {name: wasm-listed}}
     wasm-keyed: {path: %q, groups: [provider], keys: [nosuchkey], config: {name: wasm-keyed}}
+    pw-p: {abi: proxy-wasm, path: %q, root_id: trace, configuration: pw-p, groups: [provider], order: 20}
 provider:
   filter: "default,wasm-listed"
   services:
     tracer: {interface: org.weft.Tracer, protocol: `+proto+`}
-`, port, trace, trace, trace, trace),
+`, port, trace, trace, trace, trace, pwTrace),
 		weft.WithService("tracer", tracer{}),
 		weft.WithFilter("n1", &kernel.Activate{Groups: []string{provider}, Order: -300}, traceFilter("n1")),
 		weft.WithFilter("n2", &kernel.Activate{Groups: []string{provider}, Order: -100}, traceFilter("n2")))
@@ -53,10 +58,11 @@ provider:
 wasm:
   filters:
     wasm-c: {path: %q, groups: [consumer], order: 5, config: {name: wasm-c}}
+    pw-c: {abi: proxy-wasm, path: %q, root_id: trace, configuration: pw-c, groups: [consumer], order: 7}
 consumer:
   references:
     tracer: {interface: org.weft.Tracer, url: "%s://%s", retries: 0}
-`, trace, proto, addr),
+`, trace, pwTrace, proto, addr),
 		weft.WithReference("tracer", &c),
 		weft.WithFilter("c1", &kernel.Activate{Groups: []string{consumer}, Order: 10}, traceFilter("c1")))
 
@@ -64,7 +70,7 @@ consumer:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "wasm-c,c1,n1,wasm-a,n2,wasm-b,wasm-listed"; got != want {
+	if want := "wasm-c,pw-c,c1,n1,wasm-a,n2,pw-p,wasm-b,wasm-listed"; got != want {
 		t.Fatalf("request order %q, want %q", got, want)
 	}
 	iv, err := app.Reference("tracer")
@@ -75,7 +81,7 @@ consumer:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "wasm-listed,wasm-b,n2,wasm-a,n1,c1,wasm-c"; res.Attachments["rtrace"] != want {
+	if want := "wasm-listed,wasm-b,pw-p,n2,wasm-a,n1,c1,pw-c,wasm-c"; res.Attachments["rtrace"] != want {
 		t.Fatalf("response order %q, want %q (attachments %v)", res.Attachments["rtrace"], want, res.Attachments)
 	}
 }
@@ -160,7 +166,7 @@ func TestWasmConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, pathh: x}}}", noop),
-			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: config, groups, keys, max_instances, max_memory_pages, order, path, timeout)"}},
+			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: abi, config, configuration, fail_open, groups, keys, max_instances, max_memory_pages, order, path, root_id, timeout, vm_configuration, vm_id)"}},
 		{"wasm: {filters: {wasm-x: {path: /nonexistent/x.wasm}}}",
 			[]string{"wasm.filters.wasm-x: stat /nonexistent/x.wasm: no such file or directory"}},
 		{"wasm: {filters: {wasm-x: {groups: [provider]}}}",
@@ -175,6 +181,14 @@ func TestWasmConfigErrors(t *testing.T) {
 			[]string{"wasm.filters.wasm-x: keys without groups"}},
 		{fmt.Sprintf("wasm: {filters: {timeout: {path: %q}}}", noop),
 			[]string{`wasm.filters.timeout: weft: filter extension "timeout" registered twice`}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, abi: wasi-http}}}", noop),
+			[]string{`wasm.filters.wasm-x.abi: "wasi-http" is not known: want weft (the default) or proxy-wasm`}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, configuration: {a: 1}, root_id: r}}}", noop),
+			[]string{"wasm.filters.wasm-x.configuration: a proxy-wasm setting on a filter of weft's ABI", "wasm.filters.wasm-x.root_id"}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, abi: proxy-wasm, config: {a: 1}}}}", noop),
+			[]string{"wasm.filters.wasm-x.config: a proxy-wasm filter gets its settings from configuration"}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, abi: proxy-wasm}}}", noop),
+			[]string{"wasm.filters.wasm-x: module", "is not a proxy-wasm module weft can run", "no proxy_abi_version_0_2_1"}},
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q}}}\nprovider: {filter: wasm-y}", noop),
 			[]string{`provider.filter: unknown filter extension "wasm-y"`, "wasm-x"}},
 	} {

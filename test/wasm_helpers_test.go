@@ -42,6 +42,27 @@ func buildWasmGuest(t testing.TB, dir, name string, defines ...string) string {
 	return out
 }
 
+// buildProxyWasmAS builds a proxy-wasm filter on the AssemblyScript SDK
+// (filters-wasm/testdata/proxywasm-as/assembly/<name>.ts) into dir. Without
+// node and npm the test is skipped on a developer's machine and fails
+// under CI.
+func buildProxyWasmAS(t testing.TB, dir, name string) string {
+	t.Helper()
+	for _, bin := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") == "" {
+				t.Skipf("%s is not installed; the AssemblyScript proxy-wasm guests are built with node >= 20 and npm", bin)
+			}
+			t.Fatalf("%s is not installed but CI is set", bin)
+		}
+	}
+	script := filepath.Join("..", "filters-wasm", "testdata", "proxywasm-as", "build.sh")
+	if out, err := exec.Command("bash", script, dir, name).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", script, name, err, out)
+	}
+	return filepath.Join(dir, name+".wasm")
+}
+
 // traceFilter is a native filter that does what the trace guest does: its
 // name onto attachment "trace" on the way in, onto the result's "rtrace" on
 // the way out.
