@@ -33,16 +33,24 @@ func BenchmarkFilter(b *testing.B) {
 		guest string
 		f     extension.Filter
 		att   string // the "in" attachment, for the attach guest
+		pw    string // a proxy-wasm guest's configuration (testdata/proxywasm.wat's mode)
 	}{
 		{name: "native-noop", f: native},
 		{name: "wasm-noop", guest: "noop"},
 		{name: "wasm-attach-rw", guest: "attach", att: "trace-id-0123456789"},
 		{name: "wasm-request+response", guest: "misbehave"}, // two callbacks, each one get_attachment (absent)
+		// proxy-wasm: six callbacks a call (context create, request and
+		// response headers, done, log, delete).
+		{name: "proxy-wasm-noop", pw: "z"},
+		{name: "proxy-wasm-header-read", pw: "r", att: "trace-id-0123456789"}, // builds the request's header map
 	}
 	for _, c := range cases {
 		f := c.f
 		if c.guest != "" {
 			f = newFilter(b, buildGuest(b, dir, c.guest), wasmfilter.Config{})
+		}
+		if c.pw != "" {
+			f = newFilter(b, buildWAT(b, dir, "proxywasm", ""), wasmfilter.Config{Name: c.name, ABI: wasmfilter.ABIProxyWasm, Configuration: []byte(c.pw)})
 		}
 		for _, deadline := range []bool{false, true} {
 			name := c.name
