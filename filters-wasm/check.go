@@ -38,7 +38,7 @@ func Check(ctx context.Context, wasm []byte) *Report {
 	r := &Report{}
 	f := &Filter{name: "check", path: "the module", timeout: DefaultTimeout, initTimeout: DefaultInitTimeout,
 		maxPages: DefaultMaxMemoryPages, maxIdle: 1, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		counters: NewCounters(), config: []byte("{}"), modCfg: sandboxConfig()}
+		counters: NewCounters(), shared: NewSharedData(), config: []byte("{}"), modCfg: sandboxConfig()}
 	f.warns.every = DefaultWarnInterval
 	f.starting, f.stopStarting = context.WithCancel(ctx)
 	defer f.stopStarting()

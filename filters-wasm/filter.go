@@ -80,6 +80,9 @@ type Config struct {
 	// Counters is the store of counter_add, shared by the filters of an App
 	// (default: a store of this filter's own).
 	Counters *Counters
+	// Shared is the store of proxy-wasm's shared data, shared by the filters
+	// of an App (default: a store of this filter's own).
+	Shared *SharedData
 	// ABI is the guest's: ABIWeft (sdk/ABI.md, the default) or ABIProxyWasm
 	// (proxy-wasm 0.2.1, 0.2.0 or 0.1.0).
 	ABI string
@@ -110,6 +113,7 @@ type Filter struct {
 	warns        warnLimiter
 	counters     *Counters
 	failOpen     bool
+	shared       *SharedData
 	pw           *pwConfig // nil: weft's ABI
 	config       []byte    // get_config's JSON for versions loaded from now on; under mu
 	data         []byte    // the current module's bytes, for SetConfig; under mu
@@ -194,6 +198,9 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	f.log = f.log.With("filter", f.name)
 	if f.counters == nil {
 		f.counters = NewCounters()
+	}
+	if f.shared = c.Shared; f.shared == nil {
+		f.shared = NewSharedData()
 	}
 	js, err := settingsJSON(c.Settings)
 	if err != nil {

@@ -3,10 +3,12 @@ package wasmfilter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,4 +202,59 @@ func mustRead(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Shared data's compare-and-swap across instances: 8 callers at once, each
+// call on its own instance incrementing one counter with get, then set with
+// the token it read (again on CAS_MISMATCH), lose no increment; a second
+// filter with another vm_id counts apart, one with the same vm_id shares.
+func TestProxyWasmSharedDataCAS(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm_cas", "")
+	shared := wasmfilter.NewSharedData()
+	f := newFilter(t, path, wasmfilter.Config{Name: "cas", ABI: wasmfilter.ABIProxyWasm, VMID: "limits", Shared: shared})
+	ep := newEndpoint()
+	const callers, each = 8, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := f.Stats(); st.Live < 2 {
+		t.Logf("only %d instance(s) ran: the race was not between instances", st.Live)
+	}
+	count := func(f *wasmfilter.Filter) string {
+		var got any
+		ep := newEndpoint()
+		ep.seen = func(inv *kernel.Invocation) { got = inv.Attachments()["x-n"] }
+		if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := got.(string)
+		return s
+	}
+	if got, want := count(f), fmt.Sprint(callers*each+1); got != want {
+		t.Fatalf("after %d increments from %d callers the next call counted %s, want %s: increments were lost", callers*each, callers, got, want)
+	}
+	other := newFilter(t, path, wasmfilter.Config{Name: "cas-other", ABI: wasmfilter.ABIProxyWasm, VMID: "other", Shared: shared})
+	if got := count(other); got != "1" {
+		t.Errorf("a filter with another vm_id counted %s, want 1 (its own space)", got)
+	}
+	same := newFilter(t, path, wasmfilter.Config{Name: "cas-same", ABI: wasmfilter.ABIProxyWasm, VMID: "limits", Shared: shared})
+	if got, want := count(same), fmt.Sprint(callers*each+2); got != want {
+		t.Errorf("a filter with the same vm_id counted %s, want %s (the shared space)", got, want)
+	}
 }

@@ -56,6 +56,8 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_get_property", pwGetProperty)
 	def("proxy_set_property", pwSetProperty)
 	def("proxy_set_effective_context", pwSetEffectiveContext)
+	def("proxy_get_shared_data", pwGetSharedData)
+	def("proxy_set_shared_data", pwSetSharedData)
 	def("proxy_done", func(h *host, in *instance, ctx context.Context, s []uint64) { s[0] = pwOK })
 	for name, sg := range pwHostSignatures {
 		if defined[name] {

@@ -193,7 +193,7 @@ type Declared struct {
 // config error. The filters share one counter store (per App: counters are
 // never global). On an error, those already made are closed.
 func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, error) {
-	counters := NewCounters()
+	counters, shared := NewCounters(), NewSharedData()
 	var out []Declared
 	var errs []error
 	for _, name := range sortedNames(s.Filters) {
@@ -220,7 +220,7 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 		f, err := New(ctx, Config{
 			Name: name, Path: fc.Path, MaxMemoryPages: uint32(fc.MaxMemoryPages),
 			Timeout: time.Duration(fc.Timeout) * time.Millisecond, Settings: fc.Config,
-			MaxInstances: fc.MaxInstances, Log: log, Counters: counters,
+			MaxInstances: fc.MaxInstances, Log: log, Counters: counters, Shared: shared,
 			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
 			Configuration: cfg, VMConfiguration: vmCfg,
 		})
