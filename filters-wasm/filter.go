@@ -114,9 +114,10 @@ type Filter struct {
 	counters     *Counters
 	failOpen     bool
 	shared       *SharedData
-	pw           *pwConfig // nil: weft's ABI
-	config       []byte    // get_config's JSON for versions loaded from now on; under mu
-	data         []byte    // the current module's bytes, for SetConfig; under mu
+	metrics      guestMetrics // defined by a proxy-wasm guest
+	pw           *pwConfig    // nil: weft's ABI
+	config       []byte       // get_config's JSON for versions loaded from now on; under mu
+	data         []byte       // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -470,13 +471,19 @@ type Stats struct {
 	// MemoryBytes is the linear memory of the live instances, as of their
 	// last call.
 	MemoryBytes int64
+	// FailOpen counts the calls let through a failed guest (fail_open).
+	FailOpen int64
+	// GuestMetrics are the metrics a proxy-wasm guest defined, in the order
+	// it defined them.
+	GuestMetrics []GuestMetric
 }
 
 // Stats returns the filter's counts.
 func (f *Filter) Stats() Stats {
 	s := Stats{Created: f.stats.created.Load(), Discarded: f.stats.discarded.Load(), Failures: f.stats.failures.Load(),
 		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load(),
-		Calls: f.stats.calls.Load(), Traps: f.stats.traps.Load(), Timeouts: f.stats.timeouts.Load(), MemoryBytes: f.stats.memBytes.Load()}
+		Calls: f.stats.calls.Load(), Traps: f.stats.traps.Load(), Timeouts: f.stats.timeouts.Load(), MemoryBytes: f.stats.memBytes.Load(),
+		FailOpen: f.stats.failOpen.Load(), GuestMetrics: f.metrics.snapshot()}
 	if v := f.cur.Load(); v != nil {
 		v.mu.Lock()
 		s.Version, s.Live, s.Idle, s.Waiting = v.seq, v.live-v.creating, len(v.idle), len(v.waiters)

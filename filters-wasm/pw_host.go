@@ -58,6 +58,10 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_set_effective_context", pwSetEffectiveContext)
 	def("proxy_get_shared_data", pwGetSharedData)
 	def("proxy_set_shared_data", pwSetSharedData)
+	def("proxy_define_metric", pwDefineMetric)
+	def("proxy_increment_metric", pwIncrementMetric)
+	def("proxy_record_metric", pwRecordMetric)
+	def("proxy_get_metric", pwGetMetric)
 	def("proxy_done", func(h *host, in *instance, ctx context.Context, s []uint64) { s[0] = pwOK })
 	for name, sg := range pwHostSignatures {
 		if defined[name] {

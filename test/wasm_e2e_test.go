@@ -3,7 +3,9 @@ package test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -257,5 +259,70 @@ func mustCopy(t testing.TB, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Metrics a proxy-wasm guest defines (a counter, a gauge, a histogram) are
+// on the App's /metrics, labelled with the filter's name, and add up across
+// the filter's instances.
+func TestProxyWasmGuestMetricsInApp(t *testing.T) {
+	dir := t.TempDir()
+	wat := filepath.Join("..", "filters-wasm", "testdata", "proxywasm_metrics.wat")
+	mod := filepath.Join(dir, "metrics.wasm")
+	if out, err := exec.Command("wat2wasm", wat, "-o", mod).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("wat2wasm: %v", err)
+		}
+		t.Fatalf("wat2wasm %s: %v\n%s", wat, err, out)
+	}
+	app := startApp(t, fmt.Sprintf(`
+metrics: {enable: true}
+wasm:
+  filters:
+    pw-metrics: {abi: proxy-wasm, path: %q, groups: [provider]}
+protocols: {injvm: {}}
+provider: {services: {demo: {interface: org.weft.MetricsDemo}}}
+consumer: {references: {demo: {interface: org.weft.MetricsDemo, protocol: injvm}}}
+`, mod), weft.WithService("demo", metricsDemo{}))
+	iv, err := app.Reference("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 12
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls / 4 {
+				if _, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "x")); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rec := httptest.NewRecorder()
+	app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`weft_wasm_guest_requests_total{application_name=`,
+		`filter="pw-metrics"`,
+		`} 12`,
+		`# TYPE weft_wasm_guest_last_size gauge`,
+		`# TYPE weft_wasm_guest_size histogram`,
+		`weft_wasm_guest_size_bucket{`,
+		`weft_wasm_guest_size_count{`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.Contains(line, "wasm") {
+				t.Log(line)
+			}
+		}
 	}
 }

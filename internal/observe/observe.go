@@ -193,8 +193,15 @@ func (obs *Observer) sources(protocols *kernel.Loader[extension.Protocol], wasm 
 			out := make([]metrics.WasmFilter, 0, len(wasm))
 			for _, name := range sortedNames(wasm) {
 				s := wasm[name].Stats()
-				out = append(out, metrics.WasmFilter{Name: name, Calls: s.Calls, Traps: s.Traps, Timeouts: s.Timeouts,
-					Reloads: s.Reloads, FailedReloads: s.FailedReloads, Instances: int64(s.Live), MemoryBytes: s.MemoryBytes})
+				w := metrics.WasmFilter{Name: name, Calls: s.Calls, Traps: s.Traps, Timeouts: s.Timeouts,
+					Reloads: s.Reloads, FailedReloads: s.FailedReloads, Instances: int64(s.Live), MemoryBytes: s.MemoryBytes,
+					FailOpen: s.FailOpen}
+				for _, g := range s.GuestMetrics {
+					w.Guest = append(w.Guest, metrics.GuestMetric{Name: wasmfilter.MetricName(g.Name),
+						Counter: g.Kind == wasmfilter.MetricCounter, Histogram: g.Kind == wasmfilter.MetricHistogram,
+						Value: g.Value, Bounds: wasmfilter.HistogramBounds, Buckets: g.Buckets, Count: g.Count, Sum: g.Sum})
+				}
+				out = append(out, w)
 			}
 			return out
 		},

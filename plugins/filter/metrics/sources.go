@@ -55,6 +55,23 @@ type WasmFilter struct {
 	Calls, Traps, Timeouts int64
 	Reloads, FailedReloads int64
 	Instances, MemoryBytes int64
+	FailOpen               int64
+	// Guest are the metrics a proxy-wasm guest defined.
+	Guest []GuestMetric
+}
+
+// GuestMetric is one metric a WASM guest defined: a counter or gauge
+// (Value), or a histogram (Buckets, cumulative counts at Bounds, Count,
+// Sum). Name is its name on /metrics.
+type GuestMetric struct {
+	Name      string
+	Histogram bool
+	Counter   bool
+	Value     int64
+	Bounds    []float64
+	Buckets   []uint64
+	Count     uint64
+	Sum       float64
 }
 
 // Sources are the App's scrape-time readers; nil ones export nothing.
@@ -169,8 +186,25 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 				{"weft_wasm_reload_failures_total", "Module files that did not load (the old module kept serving)", prometheus.CounterValue, w.FailedReloads},
 				{"weft_wasm_instances", "Live instances of the current module", prometheus.GaugeValue, w.Instances},
 				{"weft_wasm_memory_bytes", "Linear memory of the live instances", prometheus.GaugeValue, w.MemoryBytes},
+				{"weft_wasm_fail_open_total", "Calls a failed guest let through (fail_open)", prometheus.CounterValue, w.FailOpen},
 			} {
 				emit(m.name, m.help, m.t, float64(m.v), names, with(w.Name)...)
+			}
+			for _, g := range w.Guest {
+				const help = "Defined by the WASM filter's guest (proxy_define_metric)"
+				switch {
+				case g.Histogram:
+					buckets := make(map[float64]uint64, len(g.Bounds))
+					for i, b := range g.Bounds {
+						buckets[b] = g.Buckets[i]
+					}
+					d := prometheus.NewDesc(g.Name, help, names, nil)
+					ch <- prometheus.MustNewConstHistogram(d, g.Count, g.Sum, buckets, with(w.Name)...)
+				case g.Counter:
+					emit(g.Name, help, prometheus.CounterValue, float64(g.Value), names, with(w.Name)...)
+				default:
+					emit(g.Name, help, prometheus.GaugeValue, float64(g.Value), names, with(w.Name)...)
+				}
 			}
 		}
 	}
