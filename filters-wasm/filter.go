@@ -115,9 +115,17 @@ type Filter struct {
 	failOpen     bool
 	shared       *SharedData
 	metrics      guestMetrics // defined by a proxy-wasm guest
-	pw           *pwConfig    // nil: weft's ABI
-	config       []byte       // get_config's JSON for versions loaded from now on; under mu
-	data         []byte       // the current module's bytes, for SetConfig; under mu
+
+	// The proxy-wasm ticker (pw_tick.go): its period (0: none), started
+	// once, stopped by Close.
+	tickPeriod   atomic.Int64
+	tickOnce     sync.Once
+	tickStop     chan struct{}
+	tickStopOnce sync.Once
+	tickWG       sync.WaitGroup
+	pw           *pwConfig // nil: weft's ABI
+	config       []byte    // get_config's JSON for versions loaded from now on; under mu
+	data         []byte    // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -162,7 +170,8 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
 	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
-		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters, failOpen: c.FailOpen}
+		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters, failOpen: c.FailOpen,
+		tickStop: make(chan struct{})}
 	switch c.ABI {
 	case "", ABIWeft:
 	case ABIProxyWasm:
@@ -427,6 +436,7 @@ func (f *Filter) reload(ctx context.Context, st fileStamp, data []byte) error {
 // code. Calls still running fail. Close is idempotent.
 func (f *Filter) Close() error {
 	f.stopWatching()
+	f.stopTicks()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed.Load() {

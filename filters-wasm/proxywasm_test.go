@@ -126,7 +126,7 @@ func TestProxyWasmABICorners(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := newFilter(t, path, wasmfilter.Config{Name: "pw-" + tc.mode, ABI: wasmfilter.ABIProxyWasm,
-				Configuration: []byte(tc.mode), FailOpen: tc.failOpen, MaxMemoryPages: 64})
+				Configuration: []byte(tc.mode), FailOpen: tc.failOpen, MaxMemoryPages: 32})
 			ep := newEndpoint()
 			var seen map[string]any
 			ep.seen = func(inv *kernel.Invocation) { seen = inv.Attachments() }
@@ -256,5 +256,36 @@ func TestProxyWasmSharedDataCAS(t *testing.T) {
 	same := newFilter(t, path, wasmfilter.Config{Name: "cas-same", ABI: wasmfilter.ABIProxyWasm, VMID: "limits", Shared: shared})
 	if got, want := count(same), fmt.Sprint(callers*each+2); got != want {
 		t.Errorf("a filter with the same vm_id counted %s, want %s (the shared space)", got, want)
+	}
+}
+
+// A root context that sets a tick period gets proxy_on_tick at that period
+// on the filter's idle instances, until the filter closes.
+func TestProxyWasmTick(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm_tick", "")
+	f, err := wasmfilter.New(context.Background(), wasmfilter.Config{Name: "ticker", Path: path, ABI: wasmfilter.ABIProxyWasm, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks := func() int64 {
+		for _, m := range f.Stats().GuestMetrics {
+			if m.Name == "ticks" {
+				return m.Value
+			}
+		}
+		return 0
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ticks() < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := ticks(); n < 5 {
+		t.Fatalf("%d ticks in 5 s at a 20 ms period", n)
+	}
+	f.Close()
+	n := ticks()
+	time.Sleep(100 * time.Millisecond)
+	if m := ticks(); m != n {
+		t.Errorf("ticks went on after Close: %d then %d", n, m)
 	}
 }

@@ -111,6 +111,7 @@ const (
 	pwOnDone             = "proxy_on_done"
 	pwOnLog              = "proxy_on_log"
 	pwOnDelete           = "proxy_on_delete"
+	pwOnTick             = "proxy_on_tick"
 	pwStart              = "_start"
 	pwMain               = "main"
 	pwMainVoid           = "__main_void"
@@ -142,6 +143,7 @@ var pwCallbacks = map[string]signature{
 	pwOnDone:             sig(i32s(1), i32),
 	pwOnLog:              sig(i32s(1)),
 	pwOnDelete:           sig(i32s(1)),
+	pwOnTick:             sig(i32s(1)),
 }
 
 // pwHostSignatures are the host functions of module env: the union of ABI

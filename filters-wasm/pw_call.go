@@ -27,7 +27,7 @@ const pwRootID = 1
 type pwInstance struct {
 	version string
 	onContextCreate, onVMStart, onConfigure, onRequestHeaders, onResponseHeaders,
-	onResponseTrailers, onDone, onLog, onDelete api.Function
+	onResponseTrailers, onDone, onLog, onDelete, onTick api.Function
 
 	nextID    uint32 // the next stream context's id
 	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
@@ -54,6 +54,7 @@ func newPWInstance(mod api.Module, version string) *pwInstance {
 		onDone:             mod.ExportedFunction(pwOnDone),
 		onLog:              mod.ExportedFunction(pwOnLog),
 		onDelete:           mod.ExportedFunction(pwOnDelete),
+		onTick:             mod.ExportedFunction(pwOnTick),
 	}
 }
 

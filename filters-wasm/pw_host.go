@@ -62,6 +62,7 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_increment_metric", pwIncrementMetric)
 	def("proxy_record_metric", pwRecordMetric)
 	def("proxy_get_metric", pwGetMetric)
+	def("proxy_set_tick_period_milliseconds", pwSetTickPeriod)
 	def("proxy_done", func(h *host, in *instance, ctx context.Context, s []uint64) { s[0] = pwOK })
 	for name, sg := range pwHostSignatures {
 		if defined[name] {

@@ -1,0 +1,104 @@
+package wasmfilter
+
+import (
+	"context"
+	"time"
+)
+
+// Ticks: a root context that calls proxy_set_tick_period_milliseconds gets
+// proxy_on_tick at that period, as in Envoy, where each worker's VM ticks.
+// Here each round of the filter's ticker visits the instances idle at its
+// start, coldest first, each taken off the idle stack for its tick and put
+// back on top (so that a round visits each once, and calls, which take the
+// warmest, are not kept waiting); an instance busy with a call at that
+// moment gets the next round's. A tick runs under the filter's timeout and
+// a guest that fails in it costs its instance, as a call's callback does.
+
+// minTickPeriod bounds how often a guest can have the host tick it.
+const minTickPeriod = 10 * time.Millisecond
+
+// pwSetTickPeriod is proxy_set_tick_period_milliseconds(period): 0 stops the
+// ticks.
+func pwSetTickPeriod(h *host, in *instance, ctx context.Context, s []uint64) {
+	if h.f == nil {
+		s[0] = pwOK
+		return
+	}
+	h.f.setTick(time.Duration(uint32(s[0])) * time.Millisecond)
+	s[0] = pwOK
+}
+
+func (f *Filter) setTick(d time.Duration) {
+	if d > 0 && d < minTickPeriod {
+		d = minTickPeriod
+	}
+	f.tickPeriod.Store(int64(d))
+	// Check's filter (tickStop nil) starts instances but never ticks.
+	if d > 0 && !f.closed.Load() && f.tickStop != nil {
+		f.tickOnce.Do(func() {
+			f.tickWG.Add(1)
+			go f.tickLoop()
+		})
+	}
+}
+
+func (f *Filter) tickLoop() {
+	defer f.tickWG.Done()
+	for {
+		d := time.Duration(f.tickPeriod.Load())
+		if d <= 0 {
+			d = time.Second // stopped: look again now and then
+		}
+		select {
+		case <-f.tickStop:
+			return
+		case <-time.After(d):
+		}
+		if f.tickPeriod.Load() <= 0 {
+			continue
+		}
+		v := f.cur.Load()
+		for n := v.idleCount(); n > 0; n-- {
+			in := v.takeColdest()
+			if in == nil {
+				break
+			}
+			if _, err := in.pwCall(context.Background(), in.pw.onTick, pwOnTick, pwRootID); err != nil {
+				v.discard(in)
+				continue
+			}
+			v.put(in)
+		}
+	}
+}
+
+// idleCount is the number of idle instances now.
+func (v *version) idleCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.idle)
+}
+
+// takeColdest takes the idle instance that has been idle longest (the
+// bottom of the stack); nil when none is idle.
+func (v *version) takeColdest() *instance {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.retired || len(v.idle) == 0 {
+		return nil
+	}
+	in := v.idle[0]
+	copy(v.idle, v.idle[1:])
+	v.idle[len(v.idle)-1] = nil
+	v.idle = v.idle[:len(v.idle)-1]
+	return in
+}
+
+// stopTicks ends the ticker, if one runs, and waits for its round.
+func (f *Filter) stopTicks() {
+	if f.tickStop == nil {
+		return
+	}
+	f.tickStopOnce.Do(func() { close(f.tickStop) })
+	f.tickWG.Wait()
+}
