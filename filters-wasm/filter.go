@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -97,6 +98,11 @@ type Config struct {
 	// proxy_on_vm_start).
 	RootID, VMID                   string
 	Configuration, VMConfiguration []byte
+	// Clusters name the upstreams of proxy_http_call: name -> base URL
+	// (http:// or https://). MaxCallouts bounds the callouts in flight
+	// (default DefaultMaxCallouts).
+	Clusters    map[string]string
+	MaxCallouts int
 }
 
 // Filter is a WASM module acting as an extension.Filter. It is safe for
@@ -123,9 +129,13 @@ type Filter struct {
 	tickStop     chan struct{}
 	tickStopOnce sync.Once
 	tickWG       sync.WaitGroup
-	pw           *pwConfig // nil: weft's ABI
-	config       []byte    // get_config's JSON for versions loaded from now on; under mu
-	data         []byte    // the current module's bytes, for SetConfig; under mu
+
+	// Callouts (pw_callout.go): in flight, and their client.
+	callouts   atomic.Int64
+	httpClient *http.Client
+	pw         *pwConfig // nil: weft's ABI
+	config     []byte    // get_config's JSON for versions loaded from now on; under mu
+	data       []byte    // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -175,7 +185,12 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	switch c.ABI {
 	case "", ABIWeft:
 	case ABIProxyWasm:
-		f.pw = &pwConfig{rootID: c.RootID, vmID: c.VMID, config: c.Configuration, vmConfig: c.VMConfiguration}
+		f.pw = &pwConfig{rootID: c.RootID, vmID: c.VMID, config: c.Configuration, vmConfig: c.VMConfiguration,
+			clusters: c.Clusters, maxCallouts: c.MaxCallouts}
+		if f.pw.maxCallouts <= 0 {
+			f.pw.maxCallouts = DefaultMaxCallouts
+		}
+		f.httpClient = newCalloutClient()
 	default:
 		return nil, fmt.Errorf("abi %q is not known: want %s (weft's ABI, sdk/ABI.md; the default) or %s (proxy-wasm 0.2.1, 0.2.0 or 0.1.0)", c.ABI, ABIWeft, ABIProxyWasm)
 	}

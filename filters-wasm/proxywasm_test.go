@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,4 +292,74 @@ func TestProxyWasmTick(t *testing.T) {
 	if m := ticks(); m != n {
 		t.Errorf("ticks went on after Close: %d then %d", n, m)
 	}
+}
+
+// A callout: an AssemblyScript filter pauses the call, asks an HTTP auth
+// server through proxy_http_call, and on its answer resumes the call with
+// a header from it, or answers the call itself; a server that does not
+// answer in time fails the call at its deadline, and an unreachable one is
+// an empty answer to the filter.
+func TestProxyWasmHTTPCallout(t *testing.T) {
+	path := buildProxyAS(t, t.TempDir(), "authcall")
+	var asked atomic.Int32
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		switch r.URL.Query().Get("user") {
+		case "alice":
+			w.Header().Set("x-role", "admin")
+		case "slow":
+			time.Sleep(2 * time.Second)
+		default:
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	defer auth.Close()
+	f := newFilter(t, path, wasmfilter.Config{Name: "authcall", ABI: wasmfilter.ABIProxyWasm, RootID: "authcall",
+		Clusters: map[string]string{"auth": auth.URL}})
+	call := func(f *wasmfilter.Filter, user string, d time.Duration) (map[string]any, error) {
+		ep := newEndpoint()
+		var seen map[string]any
+		ep.seen = func(inv *kernel.Invocation) { seen = inv.Attachments() }
+		inv := kernel.NewInvocation("sayHello", "world")
+		inv.SetAttachment("x-user", user)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := f.Invoke(ctx, ep, inv)
+		return seen, err
+	}
+	seen, err := call(f, "alice", 5*time.Second)
+	if err != nil || seen["x-role"] != "admin" {
+		t.Fatalf("alice: err %v, attachments %v; want the call through with x-role admin", err, seen)
+	}
+	seen, err = call(f, "bob", 5*time.Second)
+	if kernel.CodeOf(err) != kernel.CodeForbidden || !strings.Contains(err.Error(), "not allowed: 403") || seen != nil {
+		t.Fatalf("bob: err %v, reached the provider %v; want forbidden from the filter", err, seen != nil)
+	}
+	start := time.Now()
+	_, err = call(f, "slow", 150*time.Millisecond)
+	if kernel.CodeOf(err) != kernel.CodeTimeout || time.Since(start) > 150*time.Millisecond+100*time.Millisecond {
+		t.Fatalf("slow auth: err %v after %v; want a timeout at the call's 150 ms deadline", err, time.Since(start))
+	}
+	if n := asked.Load(); n != 3 {
+		t.Errorf("the auth server was asked %d times, want 3", n)
+	}
+	down := newFilter(t, path, wasmfilter.Config{Name: "authcall-down", ABI: wasmfilter.ABIProxyWasm, RootID: "authcall",
+		Clusters: map[string]string{"auth": "http://" + closedAddr(t)}})
+	if _, err := call(down, "alice", 5*time.Second); kernel.CodeOf(err) != kernel.CodeForbidden {
+		t.Fatalf("auth server down: %v; want the filter's answer to an empty callout (forbidden)", err)
+	}
+	if st := f.Stats(); st.Failures != 0 {
+		t.Errorf("stats %+v: the callouts cost instances", st)
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }

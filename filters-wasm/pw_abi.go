@@ -71,6 +71,7 @@ const (
 const (
 	pwBufRequestBody     = 0
 	pwBufResponseBody    = 1
+	pwBufHTTPCallBody    = 4
 	pwBufVMConfiguration = 6
 	pwBufPluginConfig    = 7
 )
@@ -81,6 +82,8 @@ const (
 	pwMapRequestTrailers  = 1
 	pwMapResponseHeaders  = 2
 	pwMapResponseTrailers = 3
+	pwMapCallHeaders      = 6
+	pwMapCallTrailers     = 7
 )
 
 // proxy_stream_type_t.
@@ -112,6 +115,7 @@ const (
 	pwOnLog              = "proxy_on_log"
 	pwOnDelete           = "proxy_on_delete"
 	pwOnTick             = "proxy_on_tick"
+	pwOnHTTPCallResponse = "proxy_on_http_call_response"
 	pwStart              = "_start"
 	pwMain               = "main"
 	pwMainVoid           = "__main_void"
@@ -144,6 +148,7 @@ var pwCallbacks = map[string]signature{
 	pwOnLog:              sig(i32s(1)),
 	pwOnDelete:           sig(i32s(1)),
 	pwOnTick:             sig(i32s(1)),
+	pwOnHTTPCallResponse: sig(i32s(5)),
 }
 
 // pwHostSignatures are the host functions of module env: the union of ABI

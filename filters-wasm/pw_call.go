@@ -16,6 +16,8 @@ import (
 type pwConfig struct {
 	rootID, vmID     string
 	config, vmConfig []byte
+	clusters         map[string]string // upstream name -> base URL, for proxy_http_call
+	maxCallouts      int
 }
 
 // pwRootID is the context id of the filter's root context (the plugin) in
@@ -27,7 +29,7 @@ const pwRootID = 1
 type pwInstance struct {
 	version string
 	onContextCreate, onVMStart, onConfigure, onRequestHeaders, onResponseHeaders,
-	onResponseTrailers, onDone, onLog, onDelete, onTick api.Function
+	onResponseTrailers, onDone, onLog, onDelete, onTick, onHTTPCallResponse api.Function
 
 	nextID    uint32 // the next stream context's id
 	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
@@ -41,6 +43,16 @@ type pwInstance struct {
 	resumed, closed, respEdited bool
 	broken                      bool // a callback failed: the instance goes
 	props                       map[string]string
+
+	// Callouts of the call (pw_callout.go): answers come on events (made
+	// at the call's first callout), pending counts those not answered
+	// yet, cancels ends them with the call; answer is the one
+	// proxy_on_http_call_response is about.
+	events    chan *callout
+	pending   int
+	nextToken uint32
+	cancels   []context.CancelFunc
+	answer    *callout
 }
 
 func newPWInstance(mod api.Module, version string) *pwInstance {
@@ -55,6 +67,7 @@ func newPWInstance(mod api.Module, version string) *pwInstance {
 		onLog:              mod.ExportedFunction(pwOnLog),
 		onDelete:           mod.ExportedFunction(pwOnDelete),
 		onTick:             mod.ExportedFunction(pwOnTick),
+		onHTTPCallResponse: mod.ExportedFunction(pwOnHTTPCallResponse),
 	}
 }
 
@@ -163,6 +176,11 @@ func (p *pwInstance) begin(ctx context.Context) {
 
 func (p *pwInstance) end() {
 	p.ctx = nil
+	for _, cancel := range p.cancels {
+		cancel()
+	}
+	clear(p.cancels)
+	p.cancels, p.events, p.pending, p.answer = p.cancels[:0], nil, 0, nil
 	// Views of one call's headers are not kept for the instance's life.
 	p.req.kv, p.resp.kv, p.trailers.kv = clearHdrs(p.req.kv), clearHdrs(p.resp.kv), clearHdrs(p.trailers.kv)
 }
@@ -222,7 +240,7 @@ func (in *instance) verdict(act uint32, what string) error {
 	case act == pwContinue || act == pwContinueAndEndStr || p.resumed:
 		return nil
 	}
-	f.warn(warnPaused, "weft: proxy-wasm filter paused a call with nothing pending that could resume it (callouts are not supported yet); the call fails",
+	f.warn(warnPaused, "weft: proxy-wasm filter paused a call with nothing pending that could resume it (no callout in flight); the call fails",
 		"callback", what, "action", act)
 	return kernel.Errorf(kernel.CodeUnknown, "wasm filter %q paused the call in %s (action %d) with nothing pending that could resume it",
 		f.name, what, act)
@@ -248,7 +266,11 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
-	if rej := in.verdict(act, pwOnRequestHeaders); rej != nil {
+	rej, err := in.await(ctx, act, pwOnRequestHeaders)
+	if err != nil {
+		return f.pwFailed(ctx, v, in, err, next, inv)
+	}
+	if rej != nil {
 		in.pwDone(ctx)
 		in.pwRelease(v)
 		return kernel.Result{}, rej
@@ -261,19 +283,22 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if p.onResponseHeaders != nil || p.onResponseTrailers != nil {
 		n := 2 + countAttachments(res.Attachments)
 		act, err := in.pwCall(ctx, p.onResponseHeaders, pwOnResponseHeaders, in.headerArgs(n, false)...)
+		var rej error
 		if err == nil {
-			if rej := in.verdict(act, pwOnResponseHeaders); rej != nil {
-				in.res, in.callErr = kernel.Result{}, rej
-			} else {
-				n = 1
-				if callErr != nil {
-					n = 2
-				}
-				act, err = in.pwCall(ctx, p.onResponseTrailers, pwOnResponseTrailers, p.ctxID, n)
-				if err == nil {
-					if rej := in.verdict(act, pwOnResponseTrailers); rej != nil {
-						in.res, in.callErr = kernel.Result{}, rej
-					}
+			rej, err = in.await(ctx, act, pwOnResponseHeaders)
+		}
+		if err == nil && rej != nil {
+			in.res, in.callErr = kernel.Result{}, rej
+		} else if err == nil {
+			n = 1
+			if callErr != nil {
+				n = 2
+			}
+			act, err = in.pwCall(ctx, p.onResponseTrailers, pwOnResponseTrailers, p.ctxID, n)
+			if err == nil {
+				rej, err = in.await(ctx, act, pwOnResponseTrailers)
+				if err == nil && rej != nil {
+					in.res, in.callErr = kernel.Result{}, rej
 				}
 			}
 		}

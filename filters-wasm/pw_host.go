@@ -63,6 +63,7 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_record_metric", pwRecordMetric)
 	def("proxy_get_metric", pwGetMetric)
 	def("proxy_set_tick_period_milliseconds", pwSetTickPeriod)
+	def("proxy_http_call", pwHTTPCall)
 	def("proxy_done", func(h *host, in *instance, ctx context.Context, s []uint64) { s[0] = pwOK })
 	for name, sg := range pwHostSignatures {
 		if defined[name] {
@@ -173,6 +174,11 @@ func pwBuffer(in *instance, typ uint32) ([]byte, bool) {
 		return in.f.pw.vmConfig, true
 	case pwBufPluginConfig:
 		return in.f.pw.config, true
+	case pwBufHTTPCallBody:
+		if in.pw.answer == nil {
+			return nil, false
+		}
+		return in.pw.answer.body, true
 	}
 	return nil, false
 }
@@ -245,6 +251,15 @@ func pwMap(in *instance, typ uint32) *headerView {
 	case pwMapRequestTrailers:
 		p.reqTrailers.built = true
 		return &p.reqTrailers
+	case pwMapCallHeaders, pwMapCallTrailers:
+		if p.answer == nil {
+			return nil
+		}
+		v := &headerView{built: true}
+		if typ == pwMapCallHeaders && p.answer.err == nil {
+			v.kv = p.answer.headers
+		}
+		return v
 	case pwMapResponseHeaders:
 		if in.phase != phaseResponse {
 			return nil

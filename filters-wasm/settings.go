@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -67,6 +68,12 @@ type FilterSettings struct {
 	VMConfiguration any    `koanf:"vm_configuration"`
 	RootID          string `koanf:"root_id"`
 	VMID            string `koanf:"vm_id"`
+	// Clusters name the upstreams a proxy-wasm filter's proxy_http_call
+	// may reach (Envoy's clusters): name -> base URL, http:// or https://.
+	Clusters map[string]string `koanf:"clusters"`
+	// MaxCallouts bounds the callouts of the filter in flight (default
+	// 16); past it proxy_http_call answers INTERNAL_FAILURE.
+	MaxCallouts int `koanf:"max_callouts"`
 }
 
 // pluginBytes is a proxy-wasm configuration value as the guest gets it.
@@ -107,12 +114,22 @@ func (s Settings) Validate() []error {
 			for _, k := range []struct {
 				key string
 				set bool
-			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}, {"vm_id", fc.VMID != ""}} {
+			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}, {"vm_id", fc.VMID != ""},
+				{"clusters", len(fc.Clusters) > 0}, {"max_callouts", fc.MaxCallouts != 0}} {
 				if k.set {
 					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, k.key))
 				}
 			}
 		case ABIProxyWasm:
+			for _, name := range sortedKeys(fc.Clusters) {
+				u, err := url.Parse(fc.Clusters[name])
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					errs = append(errs, fmt.Errorf("%s.clusters.%s: %q is not an http:// or https:// URL; give the upstream's base URL, e.g. http://127.0.0.1:8080", path, name, fc.Clusters[name]))
+				}
+			}
+			if fc.MaxCallouts < 0 {
+				bad(path+".max_callouts", fc.MaxCallouts, ">= 0 (0 or unset: the default 16)", "set the most callouts in flight, or remove the key")
+			}
 			if len(fc.Config) > 0 {
 				errs = append(errs, fmt.Errorf("%s.config: a proxy-wasm filter gets its settings from configuration (proxy_on_configure), not config (weft's get_config); rename the key", path))
 			}
@@ -222,7 +239,7 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			Timeout: time.Duration(fc.Timeout) * time.Millisecond, Settings: fc.Config,
 			MaxInstances: fc.MaxInstances, Log: log, Counters: counters, Shared: shared,
 			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
-			Configuration: cfg, VMConfiguration: vmCfg,
+			Configuration: cfg, VMConfiguration: vmCfg, Clusters: fc.Clusters, MaxCallouts: fc.MaxCallouts,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))
@@ -237,6 +254,15 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func sortedNames(m map[string]FilterSettings) []string {

@@ -17,6 +17,7 @@ const (
 	warnUnimplemented                 // a proxy-wasm guest called a host function weft does not implement
 	warnFailOpen                      // a failed guest let the call through (fail_open)
 	warnPaused                        // a proxy-wasm callback paused a call nothing could resume
+	warnCallout                       // a proxy-wasm callout failed
 	numWarnKinds
 )
 

@@ -1,0 +1,250 @@
+package wasmfilter
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftrpc/weft/kernel"
+)
+
+// Callouts: proxy_http_call sends an HTTP request to an upstream the filter's
+// config names (clusters: {name: "http://host:port"}), asynchronously, as
+// Envoy does: the host function returns a token at once, the callback that
+// made it returns PAUSE, and the call's goroutine waits for the answer (or
+// the call's deadline), then runs proxy_on_http_call_response in the same
+// instance with the answer's headers and body. The guest then resumes the
+// call (proxy_continue_stream), answers it (proxy_send_local_response) or
+// makes another callout. A call without deadline waits at most the filter's
+// timeout. A failed callout (refused, timed out, too large) is answered
+// with no headers and no body, as in Envoy.
+
+// Bounds of a callout.
+const (
+	// DefaultMaxCallouts bounds the callouts in flight per filter (max_callouts).
+	DefaultMaxCallouts = 16
+	// maxCalloutBody bounds an answer's body read into the host.
+	maxCalloutBody = 1 << 20
+)
+
+// callout is one proxy_http_call in flight, and then its answer.
+type callout struct {
+	token   uint32
+	status  int
+	headers []hdr
+	body    []byte
+	err     error
+}
+
+// calloutClient is the HTTP client of callouts: no redirects followed
+// (the guest sees the 3xx, as from Envoy), bounded connections.
+var calloutTransport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
+	ResponseHeaderTimeout: 30 * time.Second}
+
+func newCalloutClient() *http.Client {
+	return &http.Client{Transport: calloutTransport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// pwHTTPCall is proxy_http_call(upstream_p, upstream_n, headers_p,
+// headers_n, body_p, body_n, trailers_p, trailers_n, timeout_ms, *token).
+func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
+	if in == nil || in.pw == nil || in.inv == nil {
+		// Outside a call (a tick, the start-up) there is no call to pause
+		// and resume: not offered there yet.
+		s[0] = pwBadArgument
+		return
+	}
+	f, p := in.f, in.pw
+	up, ok1 := in.read(uint32(s[0]), uint32(s[1]))
+	hb, ok2 := in.read(uint32(s[2]), uint32(s[3]))
+	body, ok3 := in.read(uint32(s[4]), uint32(s[5]))
+	if !ok1 || !ok2 || !ok3 {
+		s[0] = pwInvalidMemoryAccess
+		return
+	}
+	base, known := f.pw.clusters[string(up)]
+	if !known {
+		f.warn(warnUnimplemented, "weft: proxy-wasm filter called an upstream its config does not name (wasm.filters.<name>.clusters)",
+			"upstream", clip(string(up)))
+		s[0] = pwBadArgument
+		return
+	}
+	hdrs, ok := parsePairs(hb)
+	if !ok {
+		s[0] = pwParseFailure
+		return
+	}
+	if f.callouts.Add(1) > int64(f.pw.maxCallouts) {
+		f.callouts.Add(-1)
+		f.warn(warnUnimplemented, "weft: proxy-wasm filter has max_callouts callouts in flight; one more was refused", "max_callouts", f.pw.maxCallouts)
+		s[0] = pwInternalFailure
+		return
+	}
+	timeout := time.Duration(uint32(s[8])) * time.Millisecond
+	if timeout <= 0 {
+		timeout = f.timeout
+	}
+	p.nextToken++
+	c := &callout{token: p.nextToken}
+	req, err := calloutRequest(base, hdrs, bytes.Clone(body))
+	if err != nil {
+		f.callouts.Add(-1)
+		s[0] = pwBadArgument
+		return
+	}
+	if p.events == nil {
+		// One channel per call that makes callouts: an answer that comes
+		// after its call ended (the deadline) lands in that call's
+		// channel, never in a later call's.
+		p.events = make(chan *callout, f.pw.maxCallouts)
+	}
+	// Not the call's context: a deadline's Done is made only on demand,
+	// and the callout is cancelled when its call ends (pwInstance.end).
+	d := time.Now().Add(timeout)
+	if cd, ok := p.ctx.Deadline(); ok && cd.Before(d) {
+		d = cd
+	}
+	cctx, cancel := context.WithDeadline(context.Background(), d)
+	p.pending++
+	p.cancels = append(p.cancels, cancel)
+	events := p.events
+	go func() {
+		c.status, c.headers, c.body, c.err = doCallout(cctx, f.httpClient, req)
+		cancel()
+		f.callouts.Add(-1)
+		select {
+		case events <- c:
+		default: // its call has gone, with more unread answers than max_callouts
+		}
+	}()
+	if !in.mem.WriteUint32Le(uint32(s[9]), c.token) {
+		s[0] = pwInvalidMemoryAccess
+		return
+	}
+	s[0] = pwOK
+}
+
+// calloutRequest builds the HTTP request of a callout to base from the
+// guest's headers: :method (default GET), :path (default /), :authority
+// (default base's host); the others as they are.
+func calloutRequest(base string, hdrs []hdr, body []byte) (*http.Request, error) {
+	method, path, authority := "GET", "/", ""
+	rest := make([]hdr, 0, len(hdrs))
+	for _, h := range hdrs {
+		switch strings.ToLower(h.k) {
+		case ":method":
+			method = h.v
+		case ":path":
+			path = h.v
+		case ":authority", "host":
+			authority = h.v
+		case ":scheme":
+		default:
+			rest = append(rest, h)
+		}
+	}
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	req, err := http.NewRequest(method, strings.TrimSuffix(base, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range rest {
+		req.Header.Add(h.k, h.v)
+	}
+	if authority != "" {
+		req.Host = authority
+	}
+	return req, nil
+}
+
+func doCallout(ctx context.Context, client *http.Client, req *http.Request) (int, []hdr, []byte, error) {
+	resp, err := client.Do(req.WithContext(ctx))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCalloutBody+1))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if len(body) > maxCalloutBody {
+		return 0, nil, nil, fmt.Errorf("answer over %d bytes", maxCalloutBody)
+	}
+	hdrs := []hdr{{":status", strconv.Itoa(resp.StatusCode)}}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			hdrs = append(hdrs, hdr{strings.ToLower(k), v})
+		}
+	}
+	return resp.StatusCode, hdrs, body, nil
+}
+
+// await follows a callback that paused the call (act) while callouts are in
+// flight: each answer goes to proxy_on_http_call_response, until the guest
+// resumes or answers the call, or nothing is pending any more, or the
+// call's deadline (the filter's timeout without one). It returns the
+// verdict as verdict does, or the guest's failure (err).
+func (in *instance) await(ctx context.Context, act uint32, what string) (rej, err error) {
+	p := in.pw
+	var timeout <-chan time.Time
+	for {
+		if rej := in.verdictNoPause(act); rej != nil || p.resumed || act == pwContinue || act == pwContinueAndEndStr {
+			return rej, nil
+		}
+		if p.pending == 0 {
+			return in.verdict(act, what), nil
+		}
+		if timeout == nil && ctx.Done() == nil {
+			t := time.NewTimer(in.f.timeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		var c *callout
+		select {
+		case c = <-p.events:
+		case <-ctx.Done():
+			return kernel.Wrap(kernel.CodeTimeout, ctx.Err(), "wasm filter %q: the call's deadline passed while it waited for its callouts (%s paused it)", in.f.name, what), nil
+		case <-timeout:
+			return kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: its callouts did not answer within the filter's timeout of %v (%s paused the call)", in.f.name, in.f.timeout, what), nil
+		}
+		p.pending--
+		p.answer = c
+		nh, nb := uint32(len(c.headers)), uint32(len(c.body))
+		if c.err != nil {
+			in.f.warn(warnCallout, "weft: proxy-wasm filter's callout failed; the filter gets an empty answer", "error", c.err.Error())
+			nh, nb = 0, 0
+		}
+		_, err := in.pwCall(ctx, p.onHTTPCallResponse, pwOnHTTPCallResponse, pwRootID, c.token, nh, nb, 0)
+		p.answer = nil
+		if err != nil {
+			return nil, err
+		}
+		act = pwPause // the call stays paused until the guest says otherwise
+	}
+}
+
+// verdictNoPause is verdict for the answers that end a pause: a local
+// response or a closed stream; nil otherwise.
+func (in *instance) verdictNoPause(act uint32) error {
+	p := in.pw
+	if p.local == nil && !p.closed {
+		return nil
+	}
+	return in.verdict(act, "a callback")
+}
+
+// clip bounds a guest's string in a log line.
+func clip(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "..."
+	}
+	return s
+}
