@@ -103,6 +103,11 @@ type Config struct {
 	// (default DefaultMaxCallouts).
 	Clusters    map[string]string
 	MaxCallouts int
+	// AllowedCapabilities lists the proxy-wasm host functions and
+	// callbacks the filter may use (Envoy's allowed_capabilities); empty:
+	// all. A host function not listed answers INTERNAL_FAILURE (logged); a
+	// callback not listed is never called.
+	AllowedCapabilities []string
 }
 
 // Filter is a WASM module acting as an extension.Filter. It is safe for
@@ -129,6 +134,8 @@ type Filter struct {
 	tickStop     chan struct{}
 	tickStopOnce sync.Once
 	tickWG       sync.WaitGroup
+
+	crash crashes // crash-loop back-off (backoff.go)
 
 	// Callouts (pw_callout.go): in flight, and their client.
 	callouts   atomic.Int64
@@ -187,6 +194,15 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	case ABIProxyWasm:
 		f.pw = &pwConfig{rootID: c.RootID, vmID: c.VMID, config: c.Configuration, vmConfig: c.VMConfiguration,
 			clusters: c.Clusters, maxCallouts: c.MaxCallouts}
+		if len(c.AllowedCapabilities) > 0 {
+			f.pw.allowed = map[string]bool{}
+			for _, name := range c.AllowedCapabilities {
+				if _, host := pwHostSignatures[name]; !host && pwCallbacks[name].params == nil && pwVersionMarkers[name] == "" {
+					return nil, fmt.Errorf("allowed_capabilities: %q is neither a proxy-wasm host function nor a callback weft knows (e.g. proxy_log, proxy_http_call, proxy_on_request_headers)", name)
+				}
+				f.pw.allowed[name] = true
+			}
+		}
 		if f.pw.maxCallouts <= 0 {
 			f.pw.maxCallouts = DefaultMaxCallouts
 		}
@@ -526,6 +542,9 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	}
 	v, in, err := f.acquire(ctx, exportOnRequest)
 	if err != nil {
+		if be, ok := err.(*backoffErr); ok {
+			return f.failedOpen(ctx, be.err, next, inv, nil)
+		}
 		return kernel.Result{}, err
 	}
 	in.begin(next, inv)
@@ -597,6 +616,9 @@ func (f *Filter) acquire(ctx context.Context, first string) (*version, *instance
 	}
 	if err == errStarting {
 		return nil, nil, f.ctxError(ctx.Err(), "while a new instance was starting (none was idle); that instance will serve a later call")
+	}
+	if _, ok := err.(*backoffErr); ok {
+		return nil, nil, err
 	}
 	if err != nil {
 		return nil, nil, kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: no instance to run the call", f.name)

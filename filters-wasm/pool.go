@@ -280,7 +280,13 @@ func (v *version) spareLocked() {
 // create makes an instance already counted in live and creating, and
 // uncounts it if that fails.
 func (v *version) create() (*instance, error) {
-	in, err := v.instantiate()
+	var in *instance
+	var err error
+	if left := v.f.crash.backingOff(time.Now()); left > 0 {
+		err = v.f.backoffError(left)
+	} else if in, err = v.instantiate(); err != nil && !v.f.closed.Load() {
+		v.f.crash.note(time.Now())
+	}
 	v.mu.Lock()
 	v.creating--
 	if err != nil {
@@ -487,7 +493,7 @@ func (v *version) instantiate() (*instance, error) {
 	}
 	in := &instance{v: v, f: f, mod: mod, mem: mod.Memory()}
 	if f.pw != nil {
-		in.alloc, in.pw = pwAllocator(mod), newPWInstance(mod, v.pwABI)
+		in.alloc, in.pw = pwAllocator(mod), newPWInstance(mod, v.pwABI, f.pw)
 		if in.mem == nil || in.alloc == nil {
 			mod.Close(context.Background())
 			return nil, errors.New("instantiate: memory, or proxy_on_memory_allocate and malloc, missing")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -362,4 +363,72 @@ func closedAddr(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// allowed_capabilities (Envoy's capability restriction): a host function
+// the list lacks answers INTERNAL_FAILURE and is logged by name, a callback
+// it lacks is never called; a name weft does not know is refused at New.
+func TestProxyWasmAllowedCapabilities(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm", "")
+	var logs syncBuffer
+	f := newFilter(t, path, wasmfilter.Config{Name: "pw-restricted", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("o"),
+		AllowedCapabilities: []string{"proxy_on_request_headers", "proxy_get_buffer_bytes"},
+		Log:                 slog.New(slog.NewTextHandler(&logs, nil))})
+	ep := newEndpoint()
+	var seen map[string]any
+	ep.seen = func(inv *kernel.Invocation) { seen = inv.Attachments() }
+	if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+		t.Fatal(err)
+	}
+	if seen["x-mode"] != nil {
+		t.Errorf("proxy_add_header_map_value, not allowed, still added a header: %v", seen)
+	}
+	if !strings.Contains(logs.String(), "proxy_add_header_map_value") || !strings.Contains(logs.String(), "allowed_capabilities") {
+		t.Errorf("no log line names the refused call: %q", logs.String())
+	}
+	// Without proxy_on_request_headers in the list, the callback that
+	// would trap is never called.
+	trap := newFilter(t, path, wasmfilter.Config{Name: "pw-trap-restricted", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("t"),
+		AllowedCapabilities: []string{"proxy_get_buffer_bytes"}})
+	if _, err := trap.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+		t.Errorf("a callback not allowed ran: %v", err)
+	}
+	_, err := wasmfilter.New(context.Background(), wasmfilter.Config{Name: "pw-bad", Path: path, ABI: wasmfilter.ABIProxyWasm,
+		AllowedCapabilities: []string{"proxy_launch_missiles"}})
+	if err == nil || !strings.Contains(err.Error(), "proxy_launch_missiles") {
+		t.Errorf("an unknown capability: %v", err)
+	}
+}
+
+// A module whose new instances keep failing to start is not restarted at
+// the rate calls come: after 5 failed start-ups within 10 s no instance is
+// started for a back-off, and a call that finds none idle fails at once
+// (or goes through with fail_open); once the back-off has passed, one is
+// tried again.
+func TestProxyWasmCrashLoopBackoff(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm", "")
+	for _, failOpen := range []bool{false, true} {
+		// Mode c: the first instance starts, its call traps (discarding
+		// it), and every later instance refuses to start.
+		f := newFilter(t, path, wasmfilter.Config{Name: "pw-crash", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("c"),
+			FailOpen: failOpen, Shared: wasmfilter.NewSharedData()})
+		ep := newEndpoint()
+		var err error
+		for i := 0; i < 20; i++ {
+			if _, err = f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil && strings.Contains(err.Error(), "crash-loop back-off") || failOpen && err == nil && i > 0 {
+				break
+			}
+		}
+		switch {
+		case failOpen && err != nil:
+			t.Errorf("fail_open during the back-off: %v, want the call through", err)
+		case !failOpen && (err == nil || !strings.Contains(err.Error(), "crash-loop back-off")):
+			t.Errorf("calls while start-ups fail: %v, want one failed at once naming the back-off", err)
+		}
+		time.Sleep(300 * time.Millisecond) // past the first back-off, 100 ms
+		_, err = f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello"))
+		if !failOpen && (err == nil || strings.Contains(err.Error(), "crash-loop back-off") || !strings.Contains(err.Error(), "proxy_on_configure returned false")) {
+			t.Errorf("after the back-off: %v, want a start-up tried again (and refused by the module)", err)
+		}
+	}
 }

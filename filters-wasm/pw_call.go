@@ -18,6 +18,18 @@ type pwConfig struct {
 	config, vmConfig []byte
 	clusters         map[string]string // upstream name -> base URL, for proxy_http_call
 	maxCallouts      int
+	// allowed is allowed_capabilities: the host functions and callbacks
+	// the filter may use; nil: all.
+	allowed map[string]bool
+}
+
+// alwaysAllowed are what every proxy-wasm module needs to run at all.
+var alwaysAllowed = map[string]bool{pwOnMemoryAllocate: true, pwMalloc: true, pwOnContextCreate: true,
+	pwOnVMStart: true, pwOnConfigure: true, pwOnDone: true, pwOnLog: true, pwOnDelete: true}
+
+// allows says whether the filter may use the host function or callback name.
+func (c *pwConfig) allows(name string) bool {
+	return c.allowed == nil || c.allowed[name] || alwaysAllowed[name]
 }
 
 // pwRootID is the context id of the filter's root context (the plugin) in
@@ -55,19 +67,25 @@ type pwInstance struct {
 	answer    *callout
 }
 
-func newPWInstance(mod api.Module, version string) *pwInstance {
+func newPWInstance(mod api.Module, version string, c *pwConfig) *pwInstance {
+	export := func(name string) api.Function {
+		if !c.allows(name) {
+			return nil // a callback not allowed is never called
+		}
+		return mod.ExportedFunction(name)
+	}
 	return &pwInstance{version: version, nextID: pwRootID + 1,
-		onContextCreate:    mod.ExportedFunction(pwOnContextCreate),
-		onVMStart:          mod.ExportedFunction(pwOnVMStart),
-		onConfigure:        mod.ExportedFunction(pwOnConfigure),
-		onRequestHeaders:   mod.ExportedFunction(pwOnRequestHeaders),
-		onResponseHeaders:  mod.ExportedFunction(pwOnResponseHeaders),
-		onResponseTrailers: mod.ExportedFunction(pwOnResponseTrailers),
-		onDone:             mod.ExportedFunction(pwOnDone),
-		onLog:              mod.ExportedFunction(pwOnLog),
-		onDelete:           mod.ExportedFunction(pwOnDelete),
-		onTick:             mod.ExportedFunction(pwOnTick),
-		onHTTPCallResponse: mod.ExportedFunction(pwOnHTTPCallResponse),
+		onContextCreate:    export(pwOnContextCreate),
+		onVMStart:          export(pwOnVMStart),
+		onConfigure:        export(pwOnConfigure),
+		onRequestHeaders:   export(pwOnRequestHeaders),
+		onResponseHeaders:  export(pwOnResponseHeaders),
+		onResponseTrailers: export(pwOnResponseTrailers),
+		onDone:             export(pwOnDone),
+		onLog:              export(pwOnLog),
+		onDelete:           export(pwOnDelete),
+		onTick:             export(pwOnTick),
+		onHTTPCallResponse: export(pwOnHTTPCallResponse),
 	}
 }
 
@@ -254,6 +272,9 @@ func (in *instance) verdict(act uint32, what string) error {
 func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
 	v, in, err := f.acquire(ctx, pwOnRequestHeaders)
 	if err != nil {
+		if be, ok := err.(*backoffErr); ok {
+			return f.failedOpen(ctx, be.err, next, inv, nil)
+		}
 		return kernel.Result{}, err
 	}
 	in.begin(next, inv)

@@ -30,6 +30,17 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def := func(name string, fn func(h *host, in *instance, ctx context.Context, s []uint64)) {
 		sg := pwHostSignatures[name]
 		defined[name] = true
+		if f != nil && f.pw != nil && !f.pw.allows(name) {
+			// Not in allowed_capabilities (Envoy's capability
+			// restriction): the guest gets INTERNAL_FAILURE, the log a
+			// line naming the call.
+			b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, s []uint64) {
+				f.warn(warnRefused, "weft: proxy-wasm filter called a host function its allowed_capabilities do not list; it got INTERNAL_FAILURE",
+					"function", name)
+				s[0] = pwInternalFailure
+			}), sg.params, sg.results).Export(name)
+			return
+		}
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, s []uint64) {
 			fn(h, h.instance(mod), ctx, s)
 		}), sg.params, sg.results).Export(name)

@@ -74,6 +74,11 @@ type FilterSettings struct {
 	// MaxCallouts bounds the callouts of the filter in flight (default
 	// 16); past it proxy_http_call answers INTERNAL_FAILURE.
 	MaxCallouts int `koanf:"max_callouts"`
+	// AllowedCapabilities lists the proxy-wasm host functions and
+	// callbacks the filter may use (Envoy's allowed_capabilities); unset:
+	// all. A host function not listed answers INTERNAL_FAILURE, with a log
+	// line naming it; a callback not listed is never called.
+	AllowedCapabilities []string `koanf:"allowed_capabilities"`
 }
 
 // pluginBytes is a proxy-wasm configuration value as the guest gets it.
@@ -115,7 +120,7 @@ func (s Settings) Validate() []error {
 				key string
 				set bool
 			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}, {"vm_id", fc.VMID != ""},
-				{"clusters", len(fc.Clusters) > 0}, {"max_callouts", fc.MaxCallouts != 0}} {
+				{"clusters", len(fc.Clusters) > 0}, {"max_callouts", fc.MaxCallouts != 0}, {"allowed_capabilities", len(fc.AllowedCapabilities) > 0}} {
 				if k.set {
 					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, k.key))
 				}
@@ -240,6 +245,7 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			MaxInstances: fc.MaxInstances, Log: log, Counters: counters, Shared: shared,
 			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
 			Configuration: cfg, VMConfiguration: vmCfg, Clusters: fc.Clusters, MaxCallouts: fc.MaxCallouts,
+			AllowedCapabilities: fc.AllowedCapabilities,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))

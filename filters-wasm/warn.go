@@ -18,6 +18,8 @@ const (
 	warnFailOpen                      // a failed guest let the call through (fail_open)
 	warnPaused                        // a proxy-wasm callback paused a call nothing could resume
 	warnCallout                       // a proxy-wasm callout failed
+	warnRefused                       // a proxy-wasm guest called a host function not in allowed_capabilities
+	warnBackoff                       // calls failed while new instances wait (crash-loop back-off)
 	numWarnKinds
 )
 

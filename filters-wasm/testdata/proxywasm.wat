@@ -14,17 +14,23 @@
 ;;   z  nothing at all (the no-op of the benchmarks)
 ;;   r  read one header (x-mode, absent), then continue (the reader of the
 ;;      benchmarks)
+;;   c  crash loop: proxy_on_vm_start refuses to start any instance but the
+;;      first (it marks "started" in shared data), and requests trap, so
+;;      that every call needs a new instance that cannot start
 ;; Every mode but t, l, p and g then adds header x-mode with the mode byte.
 (module
   (import "env" "proxy_get_buffer_bytes" (func $get_buffer_bytes (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_get_header_map_value" (func $get_header (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_set_header_map_pairs" (func $set_pairs (param i32 i32 i32) (result i32)))
   (import "env" "proxy_add_header_map_value" (func $add_header (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_shared_data" (func $get_shared (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_set_shared_data" (func $set_shared (param i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 65536))
   (global $mode (mut i32) (i32.const 111)) ;; 'o'
   (data (i32.const 1024) "x-mode")
   (data (i32.const 1040) "nope")
+  (data (i32.const 1060) "started")
   ;; a pairs buffer claiming 100000 pairs, 16 bytes long
   (data (i32.const 1100) "\a0\86\01\00\00\00\00\00\00\00\00\00\00\00\00\00")
   (func (export "proxy_abi_version_0_2_1"))
@@ -37,12 +43,20 @@
         (then (return (i32.const 0))))))
     (local.get $p))
   (func (export "proxy_on_context_create") (param i32 i32))
-  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32)
+    ;; the configuration is read after this (proxy_on_configure): the crash
+    ;; loop's refusal runs there, once the mode is known
+    (i32.const 1))
   (func (export "proxy_on_configure") (param $root i32) (param $size i32) (result i32)
     (if (i32.eqz (local.get $size)) (then (return (i32.const 1))))
     (if (call $get_buffer_bytes (i32.const 7) (i32.const 0) (local.get $size) (i32.const 8) (i32.const 12))
       (then (return (i32.const 0))))
     (global.set $mode (i32.load8_u (i32.load (i32.const 8))))
+    (if (i32.eq (global.get $mode) (i32.const 99)) ;; c
+      (then
+        (if (i32.eqz (call $get_shared (i32.const 1060) (i32.const 7) (i32.const 8) (i32.const 12) (i32.const 16)))
+          (then (return (i32.const 0)))) ;; started before: refuse
+        (drop (call $set_shared (i32.const 1060) (i32.const 7) (i32.const 1060) (i32.const 1) (i32.const 0)))))
     (i32.const 1))
   (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
     (local $m i32)
@@ -51,6 +65,7 @@
     (if (i32.eq (local.get $m) (i32.const 114)) ;; r
       (then (drop (call $get_header (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 8) (i32.const 12))) (return (i32.const 0))))
     (if (i32.eq (local.get $m) (i32.const 116)) (then unreachable)) ;; t
+    (if (i32.eq (local.get $m) (i32.const 99)) (then unreachable)) ;; c
     (if (i32.eq (local.get $m) (i32.const 108)) (then (loop $l (br $l)))) ;; l
     (if (i32.eq (local.get $m) (i32.const 112)) (then (return (i32.const 1)))) ;; p
     (if (i32.eq (local.get $m) (i32.const 103)) ;; g
