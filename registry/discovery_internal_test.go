@@ -80,7 +80,9 @@ func TestMissingMetadataIsFetchedAgain(t *testing.T) {
 // made by hand makes (close).
 type unsubscribeOnly struct{ extension.ServiceDiscovery }
 
-func (unsubscribeOnly) Unsubscribe(context.Context, string, extension.InstanceListener) error { return nil }
+func (unsubscribeOnly) Unsubscribe(context.Context, string, extension.InstanceListener) error {
+	return nil
+}
 
 type notifyFunc func([]*kernel.URL)
 
