@@ -55,6 +55,8 @@ type pwInstance struct {
 	resumed, closed, respEdited bool
 	broken                      bool // a callback failed: the instance goes
 	props                       map[string]string
+	uv                          urlView // the call's URL as the header view shows it
+	timeoutBuf                  []byte  // the grpc-timeout header's bytes (pwRequestHeaders)
 
 	// Callouts of the call (pw_callout.go): answers come on events (made
 	// at the call's first callout), pending counts those not answered
@@ -231,17 +233,17 @@ func (in *instance) pwRequestCount() uint32 {
 	return n
 }
 
-// headerArgs are the arguments of a headers callback: 0.1.0's have no
-// end_of_stream.
-func (in *instance) headerArgs(n uint32, end bool) []uint32 {
+// pwHeadersCall runs a headers callback with the count of headers and
+// end_of_stream; 0.1.0's callbacks take no end_of_stream.
+func (in *instance) pwHeadersCall(ctx context.Context, fn api.Function, name string, n uint32, end bool) (uint32, error) {
+	if in.pw.version == pwABI010 {
+		return in.pwCall(ctx, fn, name, in.pw.ctxID, n)
+	}
 	eos := uint32(0)
 	if end {
 		eos = 1
 	}
-	if in.pw.version == pwABI010 {
-		return []uint32{in.pw.ctxID, n}
-	}
-	return []uint32{in.pw.ctxID, n, eos}
+	return in.pwCall(ctx, fn, name, in.pw.ctxID, n, eos)
 }
 
 // verdict is what a callback's answer means for the call: nil to go on, or
@@ -283,7 +285,7 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if _, err := in.pwCall(ctx, p.onContextCreate, pwOnContextCreate, p.ctxID, pwRootID); err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
-	act, err := in.pwCall(ctx, p.onRequestHeaders, pwOnRequestHeaders, in.headerArgs(in.pwRequestCount(), true)...)
+	act, err := in.pwHeadersCall(ctx, p.onRequestHeaders, pwOnRequestHeaders, in.pwRequestCount(), true)
 	if err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
@@ -303,7 +305,7 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	in.respond(res, callErr)
 	if p.onResponseHeaders != nil || p.onResponseTrailers != nil {
 		n := 2 + countAttachments(res.Attachments)
-		act, err := in.pwCall(ctx, p.onResponseHeaders, pwOnResponseHeaders, in.headerArgs(n, false)...)
+		act, err := in.pwHeadersCall(ctx, p.onResponseHeaders, pwOnResponseHeaders, n, false)
 		var rej error
 		if err == nil {
 			rej, err = in.await(ctx, act, pwOnResponseHeaders)

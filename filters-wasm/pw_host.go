@@ -653,13 +653,13 @@ func (in *instance) pwProperty(path string) (string, bool) {
 	u := in.next.URL()
 	switch path {
 	case "request.path", "request.url_path":
-		return "/" + u.Interface() + "/" + in.inv.Method, true
+		return in.pw.urlView(u, in.inv.Method).path, true
 	case "request.method":
 		return "POST", true
 	case "request.scheme":
 		return "http", true
 	case "request.host":
-		return u.Address(), true
+		return in.pw.urlView(u, in.inv.Method).authority, true
 	case "request.protocol":
 		if u.Protocol == "tri" {
 			return "HTTP/2", true
@@ -671,7 +671,7 @@ func (in *instance) pwProperty(path string) (string, bool) {
 		}
 		return in.inv.RemoteAddr, true
 	case "destination.address":
-		return u.Address(), true
+		return in.pw.urlView(u, in.inv.Method).authority, true
 	case "response.grpc_status":
 		if in.phase != phaseResponse {
 			return "", false
@@ -715,18 +715,42 @@ func pwSynthetic(k string) bool {
 // pseudo-headers and content type, its deadline as grpc-timeout, then one
 // header per attachment.
 func (in *instance) pwRequestHeaders(kv []hdr) []hdr {
-	u := in.next.URL()
+	uv := in.pw.urlView(in.next.URL(), in.inv.Method)
 	kv = append(kv,
 		hdr{":method", "POST"},
 		hdr{":scheme", "http"},
-		hdr{":path", "/" + u.Interface() + "/" + in.inv.Method},
-		hdr{":authority", u.Address()},
-		hdr{"content-type", pwContentType(u)},
+		hdr{":path", uv.path},
+		hdr{":authority", uv.authority},
+		hdr{"content-type", uv.contentType},
 		hdr{"te", "trailers"})
 	if d, ok := in.pw.ctx.Deadline(); ok {
-		kv = append(kv, hdr{"grpc-timeout", kernel.FormatGRPCTimeout(time.Until(d))})
+		// Into the instance's own buffer: the view (and with it this
+		// string) is dropped at the call's end, before the buffer is
+		// written again.
+		in.pw.timeoutBuf = kernel.AppendGRPCTimeout(in.pw.timeoutBuf[:0], time.Until(d))
+		kv = append(kv, hdr{"grpc-timeout", unsafeString(in.pw.timeoutBuf)})
 	}
 	return appendAttachments(kv, in.inv.Attachments())
+}
+
+// urlView is what the header view makes of a call's URL and method, kept
+// per instance: the same provider URL and method come back call after
+// call, and each of these strings would otherwise be made for every call.
+type urlView struct {
+	u                             *kernel.URL
+	authority, contentType, iface string
+	method, path                  string
+}
+
+func (p *pwInstance) urlView(u *kernel.URL, method string) *urlView {
+	c := &p.uv
+	if c.u != u {
+		*c = urlView{u: u, authority: u.Address(), contentType: pwContentType(u), iface: u.Interface()}
+	}
+	if c.path == "" || c.method != method {
+		c.method, c.path = method, "/"+c.iface+"/"+method
+	}
+	return c
 }
 
 func pwContentType(u *kernel.URL) string {
@@ -753,7 +777,7 @@ func appendAttachments(kv []hdr, m map[string]any) []hdr {
 // pwResponseHeaders is the response's header map: :status 200, the content
 // type, then one header per attachment of the result.
 func (in *instance) pwResponseHeaders(kv []hdr) []hdr {
-	kv = append(kv, hdr{":status", "200"}, hdr{"content-type", pwContentType(in.next.URL())})
+	kv = append(kv, hdr{":status", "200"}, hdr{"content-type", in.pw.urlView(in.next.URL(), in.inv.Method).contentType})
 	return appendAttachments(kv, in.res.Attachments)
 }
 

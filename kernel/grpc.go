@@ -99,9 +99,12 @@ func CodeOfGRPCStatus(st int) Code {
 // FormatGRPCTimeout writes d as a grpc-timeout value, in the finest unit
 // that fits 8 digits (rounded up, so that the peer's deadline is never
 // before ours).
-func FormatGRPCTimeout(d time.Duration) string {
+func FormatGRPCTimeout(d time.Duration) string { return string(AppendGRPCTimeout(nil, d)) }
+
+// AppendGRPCTimeout appends FormatGRPCTimeout(d) to dst.
+func AppendGRPCTimeout(dst []byte, d time.Duration) []byte {
 	if d <= 0 {
-		return "1n"
+		return append(dst, "1n"...)
 	}
 	const max = 99999999
 	for _, u := range []struct {
@@ -110,8 +113,8 @@ func FormatGRPCTimeout(d time.Duration) string {
 	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}} {
 		n := (d + u.d - 1) / u.d
 		if n <= max {
-			return strconv.FormatInt(int64(n), 10) + string(u.c)
+			return append(strconv.AppendInt(dst, int64(n), 10), u.c)
 		}
 	}
-	return "99999999H"
+	return append(dst, "99999999H"...)
 }
