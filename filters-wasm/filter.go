@@ -140,9 +140,10 @@ type Filter struct {
 	// Callouts (pw_callout.go): in flight, and their client.
 	callouts   atomic.Int64
 	httpClient *http.Client
-	pw         *pwConfig // nil: weft's ABI
-	config     []byte    // get_config's JSON for versions loaded from now on; under mu
-	data       []byte    // the current module's bytes, for SetConfig; under mu
+	refs       atomic.Pointer[References] // the App's references, for ref: clusters
+	pw         *pwConfig                  // nil: weft's ABI
+	config     []byte                     // get_config's JSON for versions loaded from now on; under mu
+	data       []byte                     // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition

@@ -3,6 +3,7 @@ package wasmfilter
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -92,11 +93,17 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 	}
 	p.nextToken++
 	c := &callout{token: p.nextToken}
-	req, err := calloutRequest(base, hdrs, bytes.Clone(body))
-	if err != nil {
-		f.callouts.Add(-1)
-		s[0] = pwBadArgument
-		return
+	var do func(ctx context.Context) (int, []hdr, []byte, error)
+	if ref, isRef := strings.CutPrefix(base, refPrefix); isRef {
+		do = f.refCallout(ref, hdrs, bytes.Clone(body))
+	} else {
+		req, err := calloutRequest(base, hdrs, bytes.Clone(body))
+		if err != nil {
+			f.callouts.Add(-1)
+			s[0] = pwBadArgument
+			return
+		}
+		do = func(ctx context.Context) (int, []hdr, []byte, error) { return doCallout(ctx, f.httpClient, req) }
 	}
 	if p.events == nil {
 		// One channel per call that makes callouts: an answer that comes
@@ -115,7 +122,7 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 	p.cancels = append(p.cancels, cancel)
 	events := p.events
 	go func() {
-		c.status, c.headers, c.body, c.err = doCallout(cctx, f.httpClient, req)
+		c.status, c.headers, c.body, c.err = do(cctx)
 		cancel()
 		f.callouts.Add(-1)
 		select {
@@ -128,6 +135,90 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		return
 	}
 	s[0] = pwOK
+}
+
+// refPrefix marks a cluster that names a weft reference of the App
+// (clusters: {users: "ref:userService"}) rather than an HTTP server.
+const refPrefix = "ref:"
+
+// References finds the App's references by id, for callouts to them.
+type References func(id string) (kernel.Invoker, error)
+
+// SetReferences gives the filter the App's references (the App sets it once
+// they exist; callouts to a ref: cluster fail until then).
+func (f *Filter) SetReferences(r References) { f.refs.Store(&r) }
+
+// refCallout is a callout to a weft reference: the method is the last
+// segment of :path (/<interface>/<method>, or /<method>), the body a JSON
+// array of the arguments (as a generic call takes them; an empty body: no
+// arguments), the other headers the call's attachments. The answer is HTTP
+// 200 with the result as JSON and its attachments as headers; an error is
+// the HTTP status of its code with grpc-status and grpc-message headers (a
+// Trailers-Only answer, as gRPC sends an error without a body).
+func (f *Filter) refCallout(ref string, hdrs []hdr, body []byte) func(ctx context.Context) (int, []hdr, []byte, error) {
+	return func(ctx context.Context) (int, []hdr, []byte, error) {
+		rp := f.refs.Load()
+		if rp == nil {
+			return 0, nil, nil, fmt.Errorf("reference %q: the App's references are not ready", ref)
+		}
+		iv, err := (*rp)(ref)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		method := ""
+		inv := kernel.NewInvocation("")
+		for _, h := range hdrs {
+			switch k := strings.ToLower(h.k); {
+			case k == ":path":
+				p, _, _ := strings.Cut(h.v, "?")
+				method = p[strings.LastIndexByte(p, '/')+1:]
+			case strings.HasPrefix(k, ":"), k == "content-type", k == "content-length":
+			default:
+				inv.SetAttachment(h.k, h.v)
+			}
+		}
+		if method == "" {
+			return 0, nil, nil, fmt.Errorf("reference %q: no method in :path (want /<interface>/<method>)", ref)
+		}
+		inv.Method = method
+		if len(bytes.TrimSpace(body)) > 0 {
+			var args []any
+			if err := json.Unmarshal(body, &args); err != nil {
+				return 0, nil, nil, fmt.Errorf("reference %q: the body is not a JSON array of arguments: %v", ref, err)
+			}
+			inv.Args = args
+		}
+		res, err := iv.Invoke(ctx, inv)
+		if err != nil {
+			code := kernel.CodeOf(err)
+			return refHTTPStatus(code), []hdr{{":status", strconv.Itoa(refHTTPStatus(code))},
+				{"content-type", "application/json"},
+				{"grpc-status", strconv.Itoa(kernel.GRPCStatus(code))}, {"grpc-message", err.Error()}}, nil, nil
+		}
+		out := []hdr{{":status", "200"}, {"content-type", "application/json"}, {"grpc-status", "0"}}
+		out = appendAttachments(out, res.Attachments)
+		return 200, out, appendJSON(nil, res.Value), nil
+	}
+}
+
+// refHTTPStatus is the HTTP status a reference callout answers for a weft
+// error code, as Envoy's gRPC-JSON transcoder maps gRPC statuses.
+func refHTTPStatus(code kernel.Code) int {
+	switch code {
+	case kernel.CodeForbidden:
+		return http.StatusForbidden
+	case kernel.CodeTimeout:
+		return http.StatusGatewayTimeout
+	case kernel.CodeNetwork, kernel.CodeNoProvider, kernel.CodeShuttingDown:
+		return http.StatusServiceUnavailable
+	case kernel.CodeLimitExceeded:
+		return http.StatusTooManyRequests
+	case kernel.CodeMethodNotFound, kernel.CodeServiceNotFound:
+		return http.StatusNotFound
+	case kernel.CodeBiz:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 // calloutRequest builds the HTTP request of a callout to base from the

@@ -127,9 +127,15 @@ func (s Settings) Validate() []error {
 			}
 		case ABIProxyWasm:
 			for _, name := range sortedKeys(fc.Clusters) {
+				if ref, ok := strings.CutPrefix(fc.Clusters[name], refPrefix); ok {
+					if ref == "" {
+						errs = append(errs, fmt.Errorf("%s.clusters.%s: ref: names no reference; write ref:<id of consumer.references.<id>>", path, name))
+					}
+					continue
+				}
 				u, err := url.Parse(fc.Clusters[name])
 				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					errs = append(errs, fmt.Errorf("%s.clusters.%s: %q is not an http:// or https:// URL; give the upstream's base URL, e.g. http://127.0.0.1:8080", path, name, fc.Clusters[name]))
+					errs = append(errs, fmt.Errorf("%s.clusters.%s: %q is neither an http:// or https:// URL nor ref:<reference id>; give the upstream's base URL, e.g. http://127.0.0.1:8080, or a reference of this App, e.g. ref:auth", path, name, fc.Clusters[name]))
 				}
 			}
 			if fc.MaxCallouts < 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -324,5 +325,81 @@ consumer: {references: {demo: {interface: org.weft.MetricsDemo, protocol: injvm}
 				t.Log(line)
 			}
 		}
+	}
+}
+
+// A proxy-wasm filter's callout to another weft service: the provider's
+// filter (an AssemblyScript filter on @solo-io/proxy-runtime) names its
+// cluster "auth", which the config maps to ref:auth, a reference of the
+// App to a second provider over dubbo. An allowed user's call goes through
+// with the role the auth service answered; a refused one is answered by
+// the filter with the auth service's error, over dubbo and tri.
+func TestProxyWasmCalloutToWeftReference(t *testing.T) {
+	forEachProtocol(t, testProxyWasmCalloutToWeftReference)
+}
+
+type authService struct{ asked atomic.Int32 }
+
+func (a *authService) Check(_ context.Context, user string) (string, error) {
+	a.asked.Add(1)
+	if user == "alice" {
+		return "admin", nil
+	}
+	return "", kernel.Errorf(kernel.CodeForbidden, "%s may not", user)
+}
+
+func testProxyWasmCalloutToWeftReference(t *testing.T, proto string) {
+	mod := buildProxyWasmAS(t, t.TempDir(), "refcall")
+	authAddr := freePort(t)
+	auth := &authService{}
+	startApp(t, fmt.Sprintf(`
+protocols: {dubbo: {port: %s}}
+provider: {services: {auth: {interface: org.weft.Auth}}}
+`, authAddr[strings.LastIndexByte(authAddr, ':')+1:]), weft.WithService("auth", auth))
+
+	addr := freePort(t)
+	var role atomic.Value
+	startApp(t, fmt.Sprintf(`
+protocols: {%s: {port: %s}}
+wasm:
+  filters:
+    refcall: {abi: proxy-wasm, path: %q, root_id: refcall, groups: [provider], clusters: {auth: "ref:auth"}}
+provider: {services: {vault: {interface: org.weft.Vault, protocol: %s}}}
+consumer: {references: {auth: {interface: org.weft.Auth, url: "dubbo://%s"}}}
+`, proto, addr[strings.LastIndexByte(addr, ':')+1:], mod, proto, authAddr),
+		weft.WithService("vault", &vault{}),
+		weft.WithFilter("role", &kernel.Activate{Groups: []string{kernel.GroupProvider}, Order: 1000},
+			func() (extension.Filter, error) {
+				return extension.FilterFunc(func(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
+					role.Store(inv.AttachmentString("x-role"))
+					return next.Invoke(ctx, inv)
+				}), nil
+			}))
+
+	var c tokenClient
+	client := startApp(t, fmt.Sprintf(`consumer: {references: {vault: {interface: org.weft.Vault, url: "%s://%s", retries: 0}}}`, proto, addr),
+		weft.WithReference("vault", &c))
+	iv, err := client.Reference("vault")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(user string) error {
+		inv := kernel.NewInvocation("secret", "x")
+		inv.SetAttachment("x-user", user)
+		_, err := iv.Invoke(context.Background(), inv)
+		return err
+	}
+	if err := call("alice"); err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+	if got := role.Load(); got != `"admin"` {
+		t.Errorf("the provider saw x-role %v, want the auth service's answer \"admin\" (as JSON)", got)
+	}
+	err = call("mallory")
+	if kernel.CodeOf(err) != kernel.CodeForbidden || !strings.Contains(err.Error(), "mallory may not") {
+		t.Errorf("mallory: %v, want forbidden with the auth service's message", err)
+	}
+	if n := auth.asked.Load(); n != 2 {
+		t.Errorf("the auth service was asked %d times, want 2", n)
 	}
 }

@@ -182,6 +182,10 @@ func New(d Deps) (*Runtime, error) {
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(c.errs...))
 	}
+	// WASM filters' callouts to ref: clusters call the App's references.
+	for _, f := range d.Wasm {
+		f.SetReferences(rt.Reference)
+	}
 	return rt, nil
 }
 
