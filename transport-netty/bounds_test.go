@@ -245,7 +245,9 @@ func TestWriteDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 func TestLargeFramesShareAServerBudget(t *testing.T) {
 	b, f, w := maxBigRead, frameReadBase, watchInterval
 	t.Cleanup(func() { maxBigRead, frameReadBase, watchInterval = b, f, w }) // after the server's
-	maxBigRead, frameReadBase, watchInterval = 600<<10, time.Second, 50*time.Millisecond
+	// A frame's allowance of 2 s: the hog is closed by it, and a lone 1 MiB
+	// frame on a loaded machine still arrives within it.
+	maxBigRead, frameReadBase, watchInterval = 600<<10, 2*time.Second, 50*time.Millisecond
 	es, _ := serve(t, testCodec{}, ServerOptions{})
 	// The hog: most of a 500 KiB frame, never finished.
 	hog, err := net.Dial("tcp", es.Addr())

@@ -906,20 +906,40 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// CloseGracefully flushes what is queued (bounded by wait), then closes.
+// CloseGracefully flushes what is queued (bounded by wait), then closes
+// the write side and, lingerClose later, the connection: in between, the
+// read loop goes on reading (and the protocol dropping) what the peer still
+// sends. Closing with the peer's bytes unread makes the kernel send RST, and
+// the peer's kernel then drops what it had not yet handed to its reader:
+// the GOAWAY saying why the connection ends among them (seen under load:
+// a third of SETTINGS floods got "connection reset" instead). x/net's
+// HTTP/2 server waits a second after GOAWAY too; nginx calls it lingering
+// close (lingerClose does it for a plain client on a TLS port). A peer that closes its side first (EOF) ends the wait.
 func (c *Conn) CloseGracefully(wait time.Duration) {
 	c.flush(wait)
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok && !c.closed.Load() && hc.CloseWrite() == nil {
+		time.AfterFunc(lingerFor, func() { c.Close() })
+		return
+	}
 	c.Close()
 }
 
-// flush waits up to wait for the write loop to take what is queued.
+// lingerFor is how long CloseGracefully keeps reading after it closed the
+// write side (lingerClose, for a connection refused before it began, reads
+// as long).
+const lingerFor = time.Second
+
+// flush waits up to wait for what is queued to be written: the queue empty
+// and no write under way (a frame written inline, or a batch the write loop
+// took, is out of the queue while it is written; closing under it would cut
+// it, the GOAWAY saying why the connection ends among the bytes lost).
 func (c *Conn) flush(wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		c.wmu.Lock()
-		n := len(c.wbuf)
+		n, writing := len(c.wbuf), c.flushing
 		c.wmu.Unlock()
-		if n == 0 {
+		if n == 0 && !writing {
 			break
 		}
 		time.Sleep(time.Millisecond)

@@ -76,6 +76,17 @@ func TestSendNeverBlocksAndKeepsOrder(t *testing.T) {
 	c, peer := pipePair(t)
 	const frames = 64
 	big := bytes.Repeat([]byte("x"), 256<<10) // 64 x 256 KiB = 16 MiB, far over the socket buffers
+	// The peer starts reading a second in, well inside WriteStall (3 s,
+	// after which a write that moves nothing closes the connection): on a
+	// loaded machine the sends themselves take longer than WriteStall, and
+	// a peer that only read after them would be closed for not reading.
+	var read bytes.Buffer
+	readErr := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		_, err := io.CopyN(&read, peer, int64(frames*(hdr+5+len(big))))
+		readErr <- err
+	}()
 	start := time.Now()
 	for i := range frames {
 		data := fmt.Sprintf("%04d:%s", i, big)
@@ -86,7 +97,10 @@ func TestSendNeverBlocksAndKeepsOrder(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("Send blocked on a peer that does not read: %v for %d frames", took, frames)
 	}
-	got := readFrames(t, peer, frames)
+	if err := <-readErr; err != nil {
+		t.Fatalf("the peer read %d bytes: %v", read.Len(), err)
+	}
+	got := readFrames(t, &read, frames)
 	for i, s := range got {
 		if want := fmt.Sprintf("%04d:", i); s[:5] != want || len(s) != 5+len(big) {
 			t.Fatalf("frame %d starts %q (%d bytes), want %q", i, s[:5], len(s), want)
