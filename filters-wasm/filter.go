@@ -483,6 +483,9 @@ func (f *Filter) Close() error {
 	// calls, which the App has drained before it closes its plugins.
 	f.stopStarting()
 	f.bg.Wait()
+	if f.httpClient != nil {
+		f.httpClient.CloseIdleConnections()
+	}
 	return f.rt.Close(context.Background())
 }
 

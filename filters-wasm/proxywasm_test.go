@@ -432,3 +432,39 @@ func TestProxyWasmCrashLoopBackoff(t *testing.T) {
 		}
 	}
 }
+
+// Hostile guests against the host's bounds: a storm of callouts from one
+// callback gets max_callouts of them and INTERNAL_FAILURE for the rest,
+// and never more than that many reach the upstream at once; a flood of
+// shared-data keys is refused past the bound; both calls still succeed.
+func TestProxyWasmCalloutStormAndSharedFlood(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm", "")
+	var inFlight, most atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}))
+	defer up.Close()
+	storm := newFilter(t, path, wasmfilter.Config{Name: "pw-storm", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("x"),
+		MaxCallouts: 4, Clusters: map[string]string{"up": up.URL}})
+	for range 5 {
+		if _, err := storm.Invoke(context.Background(), newEndpoint(), kernel.NewInvocation("sayHello")); err != nil {
+			t.Fatalf("a call whose filter stormed callouts: %v", err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if m := most.Load(); m > 4 {
+		t.Errorf("%d callouts reached the upstream at once, over max_callouts 4", m)
+	}
+	flood := newFilter(t, path, wasmfilter.Config{Name: "pw-flood", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("f"),
+		VMID: "flood"})
+	if _, err := flood.Invoke(context.Background(), newEndpoint(), kernel.NewInvocation("sayHello")); err != nil {
+		t.Fatalf("a call whose filter flooded shared data: %v (the guest traps if nothing was refused)", err)
+	}
+}

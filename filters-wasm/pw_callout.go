@@ -42,14 +42,14 @@ type callout struct {
 	err     error
 }
 
-// calloutClient is the HTTP client of callouts: no redirects followed
-// (the guest sees the 3xx, as from Envoy), bounded connections.
-var calloutTransport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
-	ResponseHeaderTimeout: 30 * time.Second}
-
+// newCalloutClient is a filter's HTTP client for callouts: its own
+// connections (closed with the filter), no redirects followed (the guest
+// sees the 3xx, as from Envoy).
 func newCalloutClient() *http.Client {
-	return &http.Client{Transport: calloutTransport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &http.Client{
+		Transport:     &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // pwHTTPCall is proxy_http_call(upstream_p, upstream_n, headers_p,

@@ -14,6 +14,11 @@
 ;;   z  nothing at all (the no-op of the benchmarks)
 ;;   r  read one header (x-mode, absent), then continue (the reader of the
 ;;      benchmarks)
+;;   x  callout storm: 100 proxy_http_call to cluster "up" in one callback;
+;;      traps if more than 4 are accepted (the test's max_callouts), then
+;;      continues without waiting for them
+;;   f  shared-data flood: sets up to 10000 distinct keys; traps unless the
+;;      host refuses one with INTERNAL_FAILURE (10) before the end
 ;;   c  crash loop: proxy_on_vm_start refuses to start any instance but the
 ;;      first (it marks "started" in shared data), and requests trap, so
 ;;      that every call needs a new instance that cannot start
@@ -25,12 +30,14 @@
   (import "env" "proxy_add_header_map_value" (func $add_header (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_get_shared_data" (func $get_shared (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_set_shared_data" (func $set_shared (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_http_call" (func $http_call (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 65536))
   (global $mode (mut i32) (i32.const 111)) ;; 'o'
   (data (i32.const 1024) "x-mode")
   (data (i32.const 1040) "nope")
   (data (i32.const 1060) "started")
+  (data (i32.const 1070) "up")
   ;; a pairs buffer claiming 100000 pairs, 16 bytes long
   (data (i32.const 1100) "\a0\86\01\00\00\00\00\00\00\00\00\00\00\00\00\00")
   (func (export "proxy_abi_version_0_2_1"))
@@ -59,13 +66,36 @@
         (drop (call $set_shared (i32.const 1060) (i32.const 7) (i32.const 1060) (i32.const 1) (i32.const 0)))))
     (i32.const 1))
   (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
-    (local $m i32)
+    (local $m i32) (local $i i32) (local $ok i32)
     (local.set $m (global.get $mode))
     (if (i32.eq (local.get $m) (i32.const 122)) (then (return (i32.const 0)))) ;; z
     (if (i32.eq (local.get $m) (i32.const 114)) ;; r
       (then (drop (call $get_header (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 8) (i32.const 12))) (return (i32.const 0))))
     (if (i32.eq (local.get $m) (i32.const 116)) (then unreachable)) ;; t
     (if (i32.eq (local.get $m) (i32.const 99)) (then unreachable)) ;; c
+    (if (i32.eq (local.get $m) (i32.const 120)) ;; x
+      (then
+        (local.set $i (i32.const 0))
+        (local.set $ok (i32.const 0))
+        (loop $storm
+          (if (i32.eqz (call $http_call (i32.const 1070) (i32.const 2) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)
+                (i32.const 0) (i32.const 0) (i32.const 1000) (i32.const 24)))
+            (then (local.set $ok (i32.add (local.get $ok) (i32.const 1)))))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $storm (i32.lt_u (local.get $i) (i32.const 100))))
+        (if (i32.gt_u (local.get $ok) (i32.const 4)) (then unreachable))
+        (return (i32.const 0))))
+    (if (i32.eq (local.get $m) (i32.const 102)) ;; f
+      (then
+        (local.set $i (i32.const 0))
+        (block $refused
+          (loop $flood
+            (i32.store (i32.const 2100) (local.get $i))
+            (br_if $refused (i32.eq (call $set_shared (i32.const 2100) (i32.const 4) (i32.const 2100) (i32.const 4) (i32.const 0)) (i32.const 10)))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $flood (i32.lt_u (local.get $i) (i32.const 10000))))
+          unreachable)
+        (return (i32.const 0))))
     (if (i32.eq (local.get $m) (i32.const 108)) (then (loop $l (br $l)))) ;; l
     (if (i32.eq (local.get $m) (i32.const 112)) (then (return (i32.const 1)))) ;; p
     (if (i32.eq (local.get $m) (i32.const 103)) ;; g
