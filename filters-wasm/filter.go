@@ -129,11 +129,16 @@ type Filter struct {
 
 	// The proxy-wasm ticker (pw_tick.go): its period (0: none), started
 	// once, stopped by Close.
-	tickPeriod   atomic.Int64
-	tickOnce     sync.Once
-	tickStop     chan struct{}
-	tickStopOnce sync.Once
-	tickWG       sync.WaitGroup
+	tickPeriod atomic.Int64
+	tickOnce   sync.Once
+	tickStop   chan struct{}
+	tickWG     sync.WaitGroup
+	bgStopped  bool // under queueMu: stopTicks ran, no loop starts
+	// The shared-queue worker (pw_queue.go), stopped with the ticker.
+	queueOnce    sync.Once
+	queueCh      chan uint32
+	queueMu      sync.Mutex
+	queuePending map[uint32]bool
 
 	crash crashes // crash-loop back-off (backoff.go)
 

@@ -468,3 +468,30 @@ func TestProxyWasmCalloutStormAndSharedFlood(t *testing.T) {
 		t.Fatalf("a call whose filter flooded shared data: %v (the guest traps if nothing was refused)", err)
 	}
 }
+
+// Shared queues: a filter registers "jobs" in its vm_id, its calls resolve
+// and enqueue into it, and proxy_on_queue_ready on one of its instances
+// dequeues every item.
+func TestProxyWasmSharedQueue(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm_queue", "")
+	f := newFilter(t, path, wasmfilter.Config{Name: "pw-queue", ABI: wasmfilter.ABIProxyWasm, VMID: "q"})
+	const calls = 20
+	for range calls {
+		if _, err := f.Invoke(context.Background(), newEndpoint(), kernel.NewInvocation("sayHello")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dequeued := func() int64 {
+		for _, m := range f.Stats().GuestMetrics {
+			if m.Name == "dequeued" {
+				return m.Value
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(5 * time.Second); dequeued() < calls && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
+	if n := dequeued(); n != calls {
+		t.Fatalf("%d items dequeued by proxy_on_queue_ready, want %d", n, calls)
+	}
+}

@@ -116,6 +116,7 @@ const (
 	pwOnDelete           = "proxy_on_delete"
 	pwOnTick             = "proxy_on_tick"
 	pwOnHTTPCallResponse = "proxy_on_http_call_response"
+	pwOnQueueReady       = "proxy_on_queue_ready"
 	pwStart              = "_start"
 	pwMain               = "main"
 	pwMainVoid           = "__main_void"
@@ -149,6 +150,7 @@ var pwCallbacks = map[string]signature{
 	pwOnDelete:           sig(i32s(1)),
 	pwOnTick:             sig(i32s(1)),
 	pwOnHTTPCallResponse: sig(i32s(5)),
+	pwOnQueueReady:       sig(i32s(2)),
 }
 
 // pwHostSignatures are the host functions of module env: the union of ABI

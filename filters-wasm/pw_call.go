@@ -41,7 +41,7 @@ const pwRootID = 1
 type pwInstance struct {
 	version string
 	onContextCreate, onVMStart, onConfigure, onRequestHeaders, onResponseHeaders,
-	onResponseTrailers, onDone, onLog, onDelete, onTick, onHTTPCallResponse api.Function
+	onResponseTrailers, onDone, onLog, onDelete, onTick, onHTTPCallResponse, onQueueReady api.Function
 
 	nextID    uint32 // the next stream context's id
 	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
@@ -88,6 +88,7 @@ func newPWInstance(mod api.Module, version string, c *pwConfig) *pwInstance {
 		onDelete:           export(pwOnDelete),
 		onTick:             export(pwOnTick),
 		onHTTPCallResponse: export(pwOnHTTPCallResponse),
+		onQueueReady:       export(pwOnQueueReady),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,11 +36,14 @@ const (
 
 // callout is one proxy_http_call in flight, and then its answer.
 type callout struct {
-	token   uint32
-	status  int
-	headers []hdr
-	body    []byte
-	err     error
+	token uint32
+	// atCallDeadline: the callout's deadline is its call's (the guest's
+	// timeout was later), so its running out is the call's timeout.
+	atCallDeadline bool
+	status         int
+	headers        []hdr
+	body           []byte
+	err            error
 }
 
 // newCalloutClient is a filter's HTTP client for callouts: its own
@@ -114,8 +118,8 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 	// Not the call's context: a deadline's Done is made only on demand,
 	// and the callout is cancelled when its call ends (pwInstance.end).
 	d := time.Now().Add(timeout)
-	if cd, ok := p.ctx.Deadline(); ok && cd.Before(d) {
-		d = cd
+	if cd, ok := p.ctx.Deadline(); ok && !d.Before(cd) {
+		d, c.atCallDeadline = cd, true
 	}
 	cctx, cancel := context.WithDeadline(context.Background(), d)
 	p.pending++
@@ -307,6 +311,12 @@ func (in *instance) await(ctx context.Context, act uint32, what string) (rej, er
 			return kernel.Errorf(kernel.CodeTimeout, "wasm filter %q: its callouts did not answer within the filter's timeout of %v (%s paused the call)", in.f.name, in.f.timeout, what), nil
 		}
 		p.pending--
+		if err := ctx.Err(); err != nil || c.atCallDeadline && errors.Is(c.err, context.DeadlineExceeded) {
+			// The callout ran out with the call's deadline: the call has
+			// timed out, whatever the filter would make of an empty
+			// answer (the two timers fire in either order).
+			return kernel.Wrap(kernel.CodeTimeout, context.DeadlineExceeded, "wasm filter %q: the call's deadline passed while it waited for its callouts (%s paused it)", in.f.name, what), nil
+		}
 		p.answer = c
 		nh, nb := uint32(len(c.headers)), uint32(len(c.body))
 		if c.err != nil {

@@ -75,6 +75,10 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_get_metric", pwGetMetric)
 	def("proxy_set_tick_period_milliseconds", pwSetTickPeriod)
 	def("proxy_http_call", pwHTTPCall)
+	def("proxy_register_shared_queue", pwRegisterQueue)
+	def("proxy_resolve_shared_queue", pwResolveQueue)
+	def("proxy_enqueue_shared_queue", pwEnqueue)
+	def("proxy_dequeue_shared_queue", pwDequeue)
 	def("proxy_done", func(h *host, in *instance, ctx context.Context, s []uint64) { s[0] = pwOK })
 	for name, sg := range pwHostSignatures {
 		if defined[name] {

@@ -35,15 +35,11 @@ func (f *Filter) setTick(d time.Duration) {
 	f.tickPeriod.Store(int64(d))
 	// Check's filter (tickStop nil) starts instances but never ticks.
 	if d > 0 && !f.closed.Load() && f.tickStop != nil {
-		f.tickOnce.Do(func() {
-			f.tickWG.Add(1)
-			go f.tickLoop()
-		})
+		f.tickOnce.Do(func() { f.background(f.tickLoop) })
 	}
 }
 
 func (f *Filter) tickLoop() {
-	defer f.tickWG.Done()
 	for {
 		d := time.Duration(f.tickPeriod.Load())
 		if d <= 0 {
@@ -99,6 +95,26 @@ func (f *Filter) stopTicks() {
 	if f.tickStop == nil {
 		return
 	}
-	f.tickStopOnce.Do(func() { close(f.tickStop) })
+	f.queueMu.Lock()
+	if !f.bgStopped {
+		f.bgStopped = true
+		close(f.tickStop)
+	}
+	f.queueMu.Unlock()
 	f.tickWG.Wait()
+}
+
+// background runs loop (the ticker, the queue worker) until tickStop; not
+// once stopTicks has run, so that Close's wait covers every loop.
+func (f *Filter) background(loop func()) {
+	f.queueMu.Lock()
+	defer f.queueMu.Unlock()
+	if f.bgStopped {
+		return
+	}
+	f.tickWG.Add(1)
+	go func() {
+		defer f.tickWG.Done()
+		loop()
+	}()
 }

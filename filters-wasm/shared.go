@@ -14,6 +14,8 @@ type SharedData struct {
 	mu  sync.Mutex
 	vms map[string]*sharedVM
 	cas uint32 // the last token handed out; 0 is never one
+
+	queues queues // shared queues (pw_queue.go)
 }
 
 type sharedVM struct {
