@@ -122,6 +122,7 @@ var guestExports = []struct {
 	{exportOnRequest, sigI32, true},
 	{exportOnResponse, sigI32, false},
 	{exportInitialize, sigVoid, false},
+	{exportOnTick, sigVoid, false},
 }
 
 // Import is one function a module imports, as Check reports it.
@@ -154,9 +155,12 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 		switch mod {
 		case HostModule:
 			want, ok := hostSignatures[name]
+			if c, v11 := capHostFunctions[name]; v11 {
+				want, ok = c.sig, true
+			}
 			switch {
 			case !ok:
-				im.Problem = fmt.Sprintf("weft has no host function %q (ABI v1 has: %s)", name, strings.Join(hostNames(), ", "))
+				im.Problem = fmt.Sprintf("weft has no host function %q (ABI v1.1 has: %s)", name, strings.Join(hostNames(), ", "))
 			case !want.matches(d.ParamTypes(), d.ResultTypes()):
 				im.Problem = fmt.Sprintf("wrong signature: ABI v1 declares %s %s", name, want)
 			}
@@ -192,6 +196,7 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 		exportOnRequest:  "request callback (required)",
 		exportOnResponse: "response callback (optional)",
 		exportInitialize: "reactor initialisation, run once per instance (optional)",
+		exportOnTick:     "tick callback, after set_tick_period (optional, v1.1)",
 	}
 	for name := range mems {
 		e := Export{Name: name, Kind: "memory", Signature: "memory"}
@@ -231,8 +236,11 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 }
 
 func hostNames() []string {
-	names := make([]string, 0, len(hostSignatures))
+	names := make([]string, 0, len(hostSignatures)+len(capHostFunctions))
 	for n := range hostSignatures {
+		names = append(names, n)
+	}
+	for n := range capHostFunctions {
 		names = append(names, n)
 	}
 	sort.Strings(names)

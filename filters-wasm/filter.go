@@ -125,7 +125,8 @@ type Filter struct {
 	counters     *Counters
 	failOpen     bool
 	shared       *SharedData
-	metrics      guestMetrics // defined by a proxy-wasm guest
+	vmID         string       // the space of the filter's shared data and queues
+	metrics      guestMetrics // defined by the guest (proxy_define_metric, metric_define)
 
 	// The proxy-wasm ticker (pw_tick.go): its period (0: none), started
 	// once, stopped by Close.
@@ -193,12 +194,12 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
 	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
-		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters, failOpen: c.FailOpen,
+		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters, failOpen: c.FailOpen, vmID: c.VMID,
 		tickStop: make(chan struct{})}
 	switch c.ABI {
 	case "", ABIWeft:
 	case ABIProxyWasm:
-		f.pw = &pwConfig{rootID: c.RootID, vmID: c.VMID, config: c.Configuration, vmConfig: c.VMConfiguration,
+		f.pw = &pwConfig{rootID: c.RootID, config: c.Configuration, vmConfig: c.VMConfiguration,
 			clusters: c.Clusters, maxCallouts: c.MaxCallouts}
 		if len(c.AllowedCapabilities) > 0 {
 			f.pw.allowed = map[string]bool{}

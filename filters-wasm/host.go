@@ -85,6 +85,12 @@ func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("log", (*instance).hLog)
 	def("counter_add", (*instance).hCounterAdd)
 	def("now_ms", (*instance).hNowMs)
+	for name, c := range capHostFunctions {
+		fn := c.fn
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, s []uint64) {
+			fn(h.instance(mod), ctx, s)
+		}), c.sig.params, c.sig.results).Export(name)
+	}
 	return b
 }
 

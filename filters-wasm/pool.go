@@ -394,6 +394,7 @@ type instance struct {
 	memSeen int64
 
 	alloc, onRequest, onResponse api.Function
+	onTick                       api.Function // weft_on_tick (v1.1)
 
 	// stack is the parameter/result stack of callbacks (proxy-wasm's take
 	// up to five), alloc's of the guest's allocator (called from inside host
@@ -502,6 +503,7 @@ func (v *version) instantiate() (*instance, error) {
 		in.alloc = mod.ExportedFunction(exportAlloc)
 		in.onRequest = mod.ExportedFunction(exportOnRequest)
 		in.onResponse = mod.ExportedFunction(exportOnResponse)
+		in.onTick = mod.ExportedFunction(exportOnTick)
 		if in.mem == nil || in.alloc == nil || in.onRequest == nil {
 			mod.Close(context.Background())
 			return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")

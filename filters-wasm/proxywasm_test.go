@@ -495,3 +495,52 @@ func TestProxyWasmSharedQueue(t *testing.T) {
 		t.Fatalf("%d items dequeued by proxy_on_queue_ready, want %d", n, calls)
 	}
 }
+
+// Weft ABI v1.1: a weft-ABI guest (testdata/caps.c) gets the capabilities
+// of proxy-wasm filters on the same implementation: shared data with
+// compare-and-swap across instances (8 callers lose no increment), guest
+// metrics, ticks.
+func TestWeftABICapabilities(t *testing.T) {
+	path := buildGuest(t, t.TempDir(), "caps")
+	f := newFilter(t, path, wasmfilter.Config{Name: "caps", VMID: "caps"})
+	const callers, each = 8, 100
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, err := f.Invoke(context.Background(), newEndpoint(), kernel.NewInvocation("sayHello")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ep := newEndpoint()
+	var n any
+	ep.seen = func(inv *kernel.Invocation) { n = inv.Attachments()["n"] }
+	if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint(callers*each + 1); n != want {
+		t.Fatalf("the shared counter reads %v after %d increments, want %s", n, callers*each+1, want)
+	}
+	metric := func(name string) int64 {
+		for _, m := range f.Stats().GuestMetrics {
+			if m.Name == name {
+				return m.Value
+			}
+		}
+		return -1
+	}
+	if c := metric("calls"); c != callers*each+1 {
+		t.Errorf("metric calls = %d, want %d", c, callers*each+1)
+	}
+	for deadline := time.Now().Add(5 * time.Second); metric("ticks") < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
+	if ticks := metric("ticks"); ticks < 3 {
+		t.Errorf("metric ticks = %d after up to 5 s at a 20 ms period", ticks)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // pwConfig is a proxy-wasm filter's plugin settings, Envoy's and Istio's
 // (PluginConfig / WasmPlugin): fixed for the filter's life.
 type pwConfig struct {
-	rootID, vmID     string
+	rootID           string
 	config, vmConfig []byte
 	clusters         map[string]string // upstream name -> base URL, for proxy_http_call
 	maxCallouts      int

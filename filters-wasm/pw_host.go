@@ -646,7 +646,7 @@ func (in *instance) pwProperty(path string) (string, bool) {
 	case "plugin_root_id":
 		return f.pw.rootID, true
 	case "plugin_vm_id":
-		return f.pw.vmID, true
+		return f.vmID, true
 	}
 	if v, ok := in.pw.props[path]; ok {
 		return v, true

@@ -97,7 +97,7 @@ func pwRegisterQueue(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwInvalidMemoryAccess
 		return
 	}
-	id, st := in.f.shared.queues.register(in.f, in.f.pw.vmID, string(name))
+	id, st := in.f.shared.queues.register(in.f, in.f.vmID, string(name))
 	if st != pwOK {
 		s[0] = st
 		return

@@ -6,7 +6,8 @@ import (
 )
 
 // Ticks: a root context that calls proxy_set_tick_period_milliseconds gets
-// proxy_on_tick at that period, as in Envoy, where each worker's VM ticks.
+// proxy_on_tick at that period (a weft-ABI guest calling set_tick_period:
+// weft_on_tick), as in Envoy, where each worker's VM ticks.
 // Here each round of the filter's ticker visits the instances idle at its
 // start, coldest first, each taken off the idle stack for its tick and put
 // back on top (so that a round visits each once, and calls, which take the
@@ -59,7 +60,13 @@ func (f *Filter) tickLoop() {
 			if in == nil {
 				break
 			}
-			if _, err := in.pwCall(context.Background(), in.pw.onTick, pwOnTick, pwRootID); err != nil {
+			var err error
+			if in.pw != nil {
+				_, err = in.pwCall(context.Background(), in.pw.onTick, pwOnTick, pwRootID)
+			} else if in.onTick != nil {
+				_, err = in.call(context.Background(), in.onTick, exportOnTick)
+			}
+			if err != nil {
 				v.discard(in)
 				continue
 			}

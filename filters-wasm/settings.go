@@ -63,7 +63,8 @@ type FilterSettings struct {
 	// Configuration is handed to proxy_on_configure (a string as it is, a
 	// map or list as compact JSON with sorted keys), VMConfiguration to
 	// proxy_on_vm_start, RootID is plugin_root_id (which of the module's
-	// root contexts serves the filter), VMID is plugin_vm_id.
+	// root contexts serves the filter), VMID is plugin_vm_id: filters with
+	// one vm_id share their shared data and queues (weft-ABI filters too).
 	Configuration   any    `koanf:"configuration"`
 	VMConfiguration any    `koanf:"vm_configuration"`
 	RootID          string `koanf:"root_id"`
@@ -119,7 +120,7 @@ func (s Settings) Validate() []error {
 			for _, k := range []struct {
 				key string
 				set bool
-			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}, {"vm_id", fc.VMID != ""},
+			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""},
 				{"clusters", len(fc.Clusters) > 0}, {"max_callouts", fc.MaxCallouts != 0}, {"allowed_capabilities", len(fc.AllowedCapabilities) > 0}} {
 				if k.set {
 					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, k.key))

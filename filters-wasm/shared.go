@@ -97,7 +97,7 @@ func pwGetSharedData(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwInvalidMemoryAccess
 		return
 	}
-	v, cas, found := in.f.shared.get(in.f.pw.vmID, key)
+	v, cas, found := in.f.shared.get(in.f.vmID, key)
 	if !found {
 		s[0] = pwNotFound
 		return
@@ -122,5 +122,5 @@ func pwSetSharedData(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwInvalidMemoryAccess
 		return
 	}
-	s[0] = in.f.shared.set(in.f.pw.vmID, key, val, uint32(s[4]))
+	s[0] = in.f.shared.set(in.f.vmID, key, val, uint32(s[4]))
 }

@@ -28,11 +28,19 @@ WEFT_IMPORT(reject) int weft_reject(int code, const char *msg, u32 len);
 WEFT_IMPORT(log) int weft_log(int level, const char *msg, u32 len);
 WEFT_IMPORT(counter_add) i64 weft_counter_add(const char *k, u32 klen, i64 delta, i64 window_ms);
 WEFT_IMPORT(now_ms) i64 weft_now_ms(void);
+// v1.1: shared data, guest metrics, ticks.
+WEFT_IMPORT(shared_get) int weft_shared_get(const char *k, u32 klen, char **ptr, u32 *len, u32 *cas);
+WEFT_IMPORT(shared_set) int weft_shared_set(const char *k, u32 klen, const char *v, u32 vlen, u32 cas);
+WEFT_IMPORT(metric_define) int weft_metric_define(int kind, const char *name, u32 len, u32 *id);
+WEFT_IMPORT(metric_add) int weft_metric_add(u32 id, i64 delta);
+WEFT_IMPORT(metric_record) int weft_metric_record(u32 id, i64 value);
+WEFT_IMPORT(set_tick_period) int weft_set_tick_period(u32 ms);
 
 #define WEFT_CONTINUE 0
 #define WEFT_REJECT 1
 #define WEFT_OK 0
 #define WEFT_NOT_FOUND 1
+#define WEFT_CAS_MISMATCH 4
 
 // A bump allocator over a static arena, reset at the start of every
 // callback: nothing the host returns outlives the callback (ABI.md, Memory).
