@@ -544,3 +544,52 @@ func TestWeftABICapabilities(t *testing.T) {
 		t.Errorf("metric ticks = %d after up to 5 s at a 20 ms period", ticks)
 	}
 }
+
+// The Go SDK's v1.1 functions (sdk/go/examples/sharedcount): a filter built
+// with the SDK counts calls across its instances in shared data with
+// compare-and-swap, and in a guest metric.
+func TestGoSDKSharedData(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("bash", filepath.Join("..", "sdk", "go", "build.sh"), dir, "sharedcount").CombinedOutput(); err != nil {
+		t.Fatalf("sdk/go/build.sh sharedcount: %v\n%s", err, out)
+	}
+	f := newFilter(t, filepath.Join(dir, "sharedcount.wasm"), wasmfilter.Config{Name: "sharedcount", VMID: "count"})
+	call := func() string {
+		ep := newEndpoint()
+		var got any
+		ep.seen = func(inv *kernel.Invocation) { got = inv.Attachments()["x-count"] }
+		if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+			t.Error(err)
+		}
+		s, _ := got.(string)
+		return s
+	}
+	// The key's first write takes no token (cas 0 stores unconditionally):
+	// one call makes it before the callers race.
+	if got := call(); got != "1" {
+		t.Fatalf("first call counted %q, want 1", got)
+	}
+	const callers, each = 8, 50
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				call()
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := call(), fmt.Sprint(callers*each+2); got != want {
+		t.Fatalf("count %s after %d calls, want %s: increments were lost", got, callers*each+2, want)
+	}
+	for _, m := range f.Stats().GuestMetrics {
+		if m.Name == "requests" && m.Value != callers*each+2 {
+			t.Errorf("metric requests = %d, want %d", m.Value, callers*each+2)
+		}
+	}
+}

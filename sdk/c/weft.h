@@ -117,6 +117,15 @@ WEFT_IMPORT("log") int32_t weft__log(int32_t level, const char *msg, uint32_t ms
 WEFT_IMPORT("counter_add") int64_t weft__counter_add(const char *key, uint32_t key_len,
                                                      int64_t delta, int64_t window_ms);
 WEFT_IMPORT("now_ms") int64_t weft__now_ms(void);
+/* ABI v1.1: shared data, guest metrics, ticks (sdk/ABI.md, Capabilities). */
+WEFT_IMPORT("shared_get") int32_t weft__shared_get(const char *key, uint32_t key_len,
+                                                   const char **ret_ptr, uint32_t *ret_len, uint32_t *cas);
+WEFT_IMPORT("shared_set") int32_t weft__shared_set(const char *key, uint32_t key_len,
+                                                   const char *val, uint32_t val_len, uint32_t cas);
+WEFT_IMPORT("metric_define") int32_t weft__metric_define(int32_t kind, const char *name, uint32_t name_len, uint32_t *id);
+WEFT_IMPORT("metric_add") int32_t weft__metric_add(uint32_t id, int64_t delta);
+WEFT_IMPORT("metric_record") int32_t weft__metric_record(uint32_t id, int64_t value);
+WEFT_IMPORT("set_tick_period") int32_t weft__set_tick_period(uint32_t ms);
 
 /* ------------------------------------------------------------------ */
 /* Typed wrappers. Getters fill *out and return a WEFT_* status; *out is
@@ -143,6 +152,27 @@ static inline int64_t weft_counter_add(weft_str key, int64_t delta, int64_t wind
     return weft__counter_add(key.ptr, key.len, delta, window_ms);
 }
 static inline int64_t weft_now_ms(void) { return weft__now_ms(); }
+
+/* ABI v1.1. shared_set returns WEFT_CAS_MISMATCH when another instance wrote
+ * the key since its token was read (read again and retry), WEFT_LIMIT past
+ * the store's bounds. A tick calls the module's export weft_on_tick. */
+#define WEFT_CAS_MISMATCH 4
+#define WEFT_LIMIT 5
+#define WEFT_METRIC_COUNTER 0
+#define WEFT_METRIC_GAUGE 1
+#define WEFT_METRIC_HISTOGRAM 2
+static inline int32_t weft_shared_get(weft_str key, weft_str *out, uint32_t *cas) {
+    return weft__shared_get(key.ptr, key.len, &out->ptr, &out->len, cas);
+}
+static inline int32_t weft_shared_set(weft_str key, weft_str val, uint32_t cas) {
+    return weft__shared_set(key.ptr, key.len, val.ptr, val.len, cas);
+}
+static inline int32_t weft_metric_define(int32_t kind, weft_str name, uint32_t *id) {
+    return weft__metric_define(kind, name.ptr, name.len, id);
+}
+static inline int32_t weft_metric_add(uint32_t id, int64_t delta) { return weft__metric_add(id, delta); }
+static inline int32_t weft_metric_record(uint32_t id, int64_t value) { return weft__metric_record(id, value); }
+static inline int32_t weft_set_tick_period(uint32_t ms) { return weft__set_tick_period(ms); }
 
 /* Records the rejection and returns WEFT_REJECT, so a callback can
  * `return weft_reject(WEFT_CODE_FORBIDDEN, WEFT_LIT("..."));`. */

@@ -8,18 +8,24 @@ package weft
 
 func noHost() int32 { panic("weft: host functions exist only in a wasm filter (GOOS=wasip1)") }
 
-func hostGetService(_, _ *uint32) int32              { return noHost() }
-func hostGetMethod(_, _ *uint32) int32               { return noHost() }
-func hostGetSide(_, _ *uint32) int32                 { return noHost() }
-func hostGetArguments(_, _ *uint32) int32            { return noHost() }
-func hostGetRemoteAddress(_, _ *uint32) int32        { return noHost() }
-func hostGetAttachment(_ string, _, _ *uint32) int32 { return noHost() }
-func hostSetAttachment(_, _ string) int32            { return noHost() }
-func hostRemoveAttachment(_ string) int32            { return noHost() }
-func hostGetConfig(_, _ *uint32) int32               { return noHost() }
-func hostGetResult(_, _ *uint32) int32               { return noHost() }
-func hostGetError(_, _ *uint32) int32                { return noHost() }
-func hostReject(_ int32, _ string) int32             { return noHost() }
-func hostLog(_ int32, _ string) int32                { return noHost() }
-func hostCounterAdd(_ string, _, _ int64) int64      { return int64(noHost()) }
-func hostNowMs() int64                               { return int64(noHost()) }
+func hostGetService(_, _ *uint32) int32                   { return noHost() }
+func hostGetMethod(_, _ *uint32) int32                    { return noHost() }
+func hostGetSide(_, _ *uint32) int32                      { return noHost() }
+func hostGetArguments(_, _ *uint32) int32                 { return noHost() }
+func hostGetRemoteAddress(_, _ *uint32) int32             { return noHost() }
+func hostGetAttachment(_ string, _, _ *uint32) int32      { return noHost() }
+func hostSetAttachment(_, _ string) int32                 { return noHost() }
+func hostRemoveAttachment(_ string) int32                 { return noHost() }
+func hostGetConfig(_, _ *uint32) int32                    { return noHost() }
+func hostGetResult(_, _ *uint32) int32                    { return noHost() }
+func hostGetError(_, _ *uint32) int32                     { return noHost() }
+func hostReject(_ int32, _ string) int32                  { return noHost() }
+func hostLog(_ int32, _ string) int32                     { return noHost() }
+func hostCounterAdd(_ string, _, _ int64) int64           { return int64(noHost()) }
+func hostNowMs() int64                                    { return int64(noHost()) }
+func hostSharedGet(_ string, _, _, _ *uint32) int32       { return noHost() }
+func hostSharedSet(_, _ string, _ uint32) int32           { return noHost() }
+func hostMetricDefine(_ int32, _ string, _ *uint32) int32 { return noHost() }
+func hostMetricAdd(_ uint32, _ int64) int32               { return noHost() }
+func hostMetricRecord(_ uint32, _ int64) int32            { return noHost() }
+func hostSetTickPeriod(_ uint32) int32                    { return noHost() }

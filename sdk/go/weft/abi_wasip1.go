@@ -50,3 +50,23 @@ func hostCounterAdd(key string, delta, windowMs int64) int64
 
 //go:wasmimport weft now_ms
 func hostNowMs() int64
+
+// ABI v1.1: shared data, guest metrics, ticks.
+
+//go:wasmimport weft shared_get
+func hostSharedGet(key string, retPtrPtr, retLenPtr, casPtr *uint32) int32
+
+//go:wasmimport weft shared_set
+func hostSharedSet(key, value string, cas uint32) int32
+
+//go:wasmimport weft metric_define
+func hostMetricDefine(kind int32, name string, idPtr *uint32) int32
+
+//go:wasmimport weft metric_add
+func hostMetricAdd(id uint32, delta int64) int32
+
+//go:wasmimport weft metric_record
+func hostMetricRecord(id uint32, value int64) int32
+
+//go:wasmimport weft set_tick_period
+func hostSetTickPeriod(ms uint32) int32

@@ -28,6 +28,16 @@ func exportAlloc(size int32) uint32 {
 //go:wasmexport weft_on_request
 func exportOnRequest() int32 { return int32(dispatch(false)) }
 
+// weft_on_tick (ABI v1.1): the host calls it after SetTickPeriod.
+//
+//go:wasmexport weft_on_tick
+func exportOnTick() {
+	defer release()
+	if onTick != nil {
+		onTick()
+	}
+}
+
 // take returns the n bytes at guest address ptr, which the host wrote into a
 // buffer weft_alloc gave it during the current callback, as a string sharing
 // that buffer (no copy: nothing writes to it again).

@@ -54,6 +54,8 @@ const (
 	statusNotFound    = 1
 	statusBadArgument = 2
 	statusAllocFailed = 3
+	statusCasMismatch = 4 // v1.1
+	statusLimit       = 5 // v1.1
 )
 
 // maxAlloc bounds one weft_alloc: larger requests get 0 (out of memory)
@@ -201,6 +203,84 @@ func CounterAdd(key string, delta, windowMs int64) int64 {
 
 // NowMs returns the host's wall-clock time in Unix milliseconds.
 func NowMs() int64 { return hostNowMs() }
+
+// Errors of SharedSet and the metric functions (ABI v1.1).
+var (
+	// ErrCasMismatch: another instance wrote the key since it was read;
+	// read it again and retry.
+	ErrCasMismatch = errors.New("weft: shared data: compare-and-swap mismatch")
+	// ErrLimit: a bound of the host's store was reached (keys, bytes,
+	// metrics).
+	ErrLimit = errors.New("weft: a bound of the host's store was reached")
+)
+
+// SharedGet returns the value of key in the filter's vm_id space, shared by
+// every instance of every filter of the App with that vm_id, and its
+// compare-and-swap token; ok is false when the key is absent (ABI v1.1).
+func SharedGet(key string) (value string, cas uint32, ok bool) {
+	retPtr, retLen = 0, 0
+	var c uint32
+	v, ok := result("shared_get", hostSharedGet(validUTF8(key), &retPtr, &retLen, &c))
+	return v, c, ok
+}
+
+// SharedSet stores value under key with a new token; with cas != 0, only if
+// cas is still the key's token (else ErrCasMismatch). An increment is a
+// loop of SharedGet and SharedSet until it is not ErrCasMismatch.
+func SharedSet(key, value string, cas uint32) error {
+	switch st := hostSharedSet(validUTF8(key), value, cas); st {
+	case statusOK:
+		return nil
+	case statusCasMismatch:
+		return ErrCasMismatch
+	case statusLimit:
+		return ErrLimit
+	default:
+		panic(hostFailure("shared_set", st))
+	}
+}
+
+// Metric is a metric the filter defined (ABI v1.1), on the App's /metrics
+// as weft_wasm_guest_<name>{filter="..."}, summed over the filter's
+// instances.
+type Metric uint32
+
+// Kinds of Metric.
+const (
+	MetricCounter   = 0
+	MetricGauge     = 1
+	MetricHistogram = 2
+)
+
+// DefineMetric defines (or finds) the filter's metric name of kind
+// (MetricCounter, MetricGauge, MetricHistogram); call it once, in an init
+// function or the first callback.
+func DefineMetric(kind int32, name string) (Metric, error) {
+	var id uint32
+	switch st := hostMetricDefine(kind, validUTF8(name), &id); st {
+	case statusOK:
+		return Metric(id), nil
+	case statusLimit:
+		return 0, ErrLimit
+	default:
+		return 0, errors.New(hostFailure("metric_define", st))
+	}
+}
+
+// Add adds delta to a counter (which does not go down) or a gauge.
+func (m Metric) Add(delta int64) { hostMetricAdd(uint32(m), delta) }
+
+// Record sets a gauge, or records value in a histogram.
+func (m Metric) Record(value int64) { hostMetricRecord(uint32(m), value) }
+
+// SetTickPeriod has the host call the function OnTick registered every ms
+// milliseconds (at least 10) on the filter's idle instances; 0 stops it.
+func SetTickPeriod(ms uint32) { hostSetTickPeriod(ms) }
+
+// OnTick registers the function the host calls on each tick (SetTickPeriod).
+func OnTick(f func()) { onTick = f }
+
+var onTick func()
 
 var (
 	config    map[string]any
