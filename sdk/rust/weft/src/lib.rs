@@ -58,6 +58,11 @@ pub enum Status {
     BadArgument,
     /// `3`: `weft_alloc` failed.
     AllocFailed,
+    /// `4` (ABI v1.1): `shared_set` with a token another instance's write
+    /// made stale: read again and retry.
+    CasMismatch,
+    /// `5` (ABI v1.1): a bound of the host's store was reached.
+    Limit,
     /// The host returned bytes that are not UTF-8.
     InvalidUtf8,
     /// A status this SDK does not know.
@@ -71,6 +76,8 @@ impl Status {
             1 => Err(Status::NotFound),
             2 => Err(Status::BadArgument),
             3 => Err(Status::AllocFailed),
+            4 => Err(Status::CasMismatch),
+            5 => Err(Status::Limit),
             s => Err(Status::Other(s)),
         }
     }
@@ -125,6 +132,19 @@ pub mod sys {
         pub fn log(level: i32, msg_ptr: *const u8, msg_len: usize) -> i32;
         pub fn counter_add(key_ptr: *const u8, key_len: usize, delta: i64, window_ms: i64) -> i64;
         pub fn now_ms() -> i64;
+        // ABI v1.1
+        pub fn shared_get(
+            key_ptr: *const u8,
+            key_len: usize,
+            ret_ptr: *mut *const u8,
+            ret_len: *mut usize,
+            cas: *mut u32,
+        ) -> i32;
+        pub fn shared_set(key_ptr: *const u8, key_len: usize, val_ptr: *const u8, val_len: usize, cas: u32) -> i32;
+        pub fn metric_define(kind: i32, name_ptr: *const u8, name_len: usize, id: *mut u32) -> i32;
+        pub fn metric_add(id: u32, delta: i64) -> i32;
+        pub fn metric_record(id: u32, value: i64) -> i32;
+        pub fn set_tick_period(ms: u32) -> i32;
     }
 
     /// Off wasm (unit tests, docs) the host is absent: getters find nothing.
@@ -145,6 +165,12 @@ pub mod sys {
         pub unsafe fn log(_: i32, _: *const u8, _: usize) -> i32 { 0 }
         pub unsafe fn counter_add(_: *const u8, _: usize, delta: i64, _: i64) -> i64 { delta }
         pub unsafe fn now_ms() -> i64 { 0 }
+        pub unsafe fn shared_get(_: *const u8, _: usize, _: *mut *const u8, _: *mut usize, _: *mut u32) -> i32 { 1 }
+        pub unsafe fn shared_set(_: *const u8, _: usize, _: *const u8, _: usize, _: u32) -> i32 { 0 }
+        pub unsafe fn metric_define(_: i32, _: *const u8, _: usize, _: *mut u32) -> i32 { 0 }
+        pub unsafe fn metric_add(_: u32, _: i64) -> i32 { 0 }
+        pub unsafe fn metric_record(_: u32, _: i64) -> i32 { 0 }
+        pub unsafe fn set_tick_period(_: u32) -> i32 { 0 }
     }
     #[cfg(not(target_arch = "wasm32"))]
     pub use absent::*;
@@ -330,6 +356,44 @@ impl Call {
     /// Wall-clock time, Unix milliseconds.
     pub fn now_ms(&self) -> i64 {
         unsafe { sys::now_ms() }
+    }
+
+    /// ABI v1.1: the value of `key` in the filter's `vm_id` space (shared
+    /// by every instance of every filter of the App with that `vm_id`) and
+    /// its compare-and-swap token.
+    pub fn shared_get(&self, key: &str) -> Result<(&str, u32), Status> {
+        let mut cas = 0u32;
+        let v = fetch(|p, l| unsafe { sys::shared_get(key.as_ptr(), key.len(), p, l, &mut cas) })?;
+        Ok((v, cas))
+    }
+    /// ABI v1.1: stores `value` under `key` with a new token; with `cas`
+    /// not 0, only if it is still the key's token (else
+    /// [`Status::CasMismatch`]: read again and retry). A key's first write,
+    /// with `cas` 0, is unconditional.
+    pub fn shared_set(&self, key: &str, value: &str, cas: u32) -> Result<(), Status> {
+        Status::check(unsafe { sys::shared_set(key.as_ptr(), key.len(), value.as_ptr(), value.len(), cas) })
+    }
+    /// ABI v1.1: defines (or finds) the filter's metric `name`: `kind` 0
+    /// counter, 1 gauge, 2 histogram; returns its id.
+    pub fn metric_define(&self, kind: i32, name: &str) -> Result<u32, Status> {
+        let mut id = 0u32;
+        Status::check(unsafe { sys::metric_define(kind, name.as_ptr(), name.len(), &mut id) })?;
+        Ok(id)
+    }
+    /// ABI v1.1: adds to a counter (not below 0) or a gauge.
+    pub fn metric_add(&self, id: u32, delta: i64) -> Result<(), Status> {
+        Status::check(unsafe { sys::metric_add(id, delta) })
+    }
+    /// ABI v1.1: sets a gauge, or records a value in a histogram.
+    pub fn metric_record(&self, id: u32, value: i64) -> Result<(), Status> {
+        Status::check(unsafe { sys::metric_record(id, value) })
+    }
+    /// ABI v1.1: the host calls the module's export `weft_on_tick` every
+    /// `ms` milliseconds (at least 10) on the filter's idle instances; 0
+    /// stops it. Export it yourself: `#[no_mangle] pub extern "C" fn
+    /// weft_on_tick() {}`.
+    pub fn set_tick_period(&self, ms: u32) -> Result<(), Status> {
+        Status::check(unsafe { sys::set_tick_period(ms) })
     }
 
     /// The parts joined, in the arena.
