@@ -545,18 +545,29 @@ func TestWeftABICapabilities(t *testing.T) {
 	}
 }
 
-// The Go SDK's v1.1 functions (sdk/go/examples/sharedcount): a filter built
-// with the SDK counts calls across its instances in shared data with
-// compare-and-swap, and in a guest metric.
-func TestGoSDKSharedData(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go is not on PATH")
+// The SDKs' v1.1 functions (sdk/go and sdk/assemblyscript,
+// examples/sharedcount): a filter built with each counts calls across its
+// instances in shared data with compare-and-swap, and in a guest metric.
+func TestSDKSharedData(t *testing.T) {
+	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"assemblyscript", "npm"}} {
+		t.Run(sdk.name, func(t *testing.T) {
+			if _, err := exec.LookPath(sdk.tool); err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("%s is not installed but CI is set", sdk.tool)
+				}
+				t.Skipf("%s is not installed", sdk.tool)
+			}
+			dir := t.TempDir()
+			if out, err := exec.Command("bash", filepath.Join("..", "sdk", sdk.name, "build.sh"), dir, "sharedcount").CombinedOutput(); err != nil {
+				t.Fatalf("sdk/%s/build.sh sharedcount: %v\n%s", sdk.name, err, out)
+			}
+			testSharedCount(t, filepath.Join(dir, "sharedcount.wasm"))
+		})
 	}
-	dir := t.TempDir()
-	if out, err := exec.Command("bash", filepath.Join("..", "sdk", "go", "build.sh"), dir, "sharedcount").CombinedOutput(); err != nil {
-		t.Fatalf("sdk/go/build.sh sharedcount: %v\n%s", err, out)
-	}
-	f := newFilter(t, filepath.Join(dir, "sharedcount.wasm"), wasmfilter.Config{Name: "sharedcount", VMID: "count"})
+}
+
+func testSharedCount(t *testing.T, path string) {
+	f := newFilter(t, path, wasmfilter.Config{Name: "sharedcount", VMID: "count"})
 	call := func() string {
 		ep := newEndpoint()
 		var got any
@@ -587,9 +598,16 @@ func TestGoSDKSharedData(t *testing.T) {
 	if got, want := call(), fmt.Sprint(callers*each+2); got != want {
 		t.Fatalf("count %s after %d calls, want %s: increments were lost", got, callers*each+2, want)
 	}
+	found := false
 	for _, m := range f.Stats().GuestMetrics {
-		if m.Name == "requests" && m.Value != callers*each+2 {
-			t.Errorf("metric requests = %d, want %d", m.Value, callers*each+2)
+		if m.Name == "requests" {
+			found = true
+			if m.Value != callers*each+2 {
+				t.Errorf("metric requests = %d, want %d", m.Value, callers*each+2)
+			}
 		}
+	}
+	if !found {
+		t.Error("no metric requests")
 	}
 }

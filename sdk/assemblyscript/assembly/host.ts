@@ -50,8 +50,30 @@ export declare function counter_add(keyPtr: usize, keyLen: usize, delta: i64, wi
 @external("weft", "now_ms")
 export declare function now_ms(): i64;
 
+// ABI v1.1: shared data, guest metrics, ticks.
+// @ts-ignore: decorator
+@external("weft", "shared_get")
+export declare function shared_get(keyPtr: usize, keyLen: usize, retPtrPtr: usize, retLenPtr: usize, casPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "shared_set")
+export declare function shared_set(keyPtr: usize, keyLen: usize, valPtr: usize, valLen: usize, cas: u32): i32;
+// @ts-ignore: decorator
+@external("weft", "metric_define")
+export declare function metric_define(kind: i32, namePtr: usize, nameLen: usize, idPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "metric_add")
+export declare function metric_add(id: u32, delta: i64): i32;
+// @ts-ignore: decorator
+@external("weft", "metric_record")
+export declare function metric_record(id: u32, value: i64): i32;
+// @ts-ignore: decorator
+@external("weft", "set_tick_period")
+export declare function set_tick_period(ms: u32): i32;
+
 /** Status codes of the host functions. */
 export const STATUS_OK: i32 = 0;
 export const STATUS_NOT_FOUND: i32 = 1;
 export const STATUS_BAD_ARGUMENT: i32 = 2;
 export const STATUS_ALLOC_FAILED: i32 = 3;
+export const STATUS_CAS_MISMATCH: i32 = 4; // v1.1
+export const STATUS_LIMIT: i32 = 5; // v1.1

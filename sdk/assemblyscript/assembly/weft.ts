@@ -290,6 +290,73 @@ export function nowMs(): i64 {
   return host.now_ms();
 }
 
+// ---- ABI v1.1: shared data, metrics, ticks ---------------------------------
+
+const casOut = memory.data(4);
+
+/** A value of shared data and its compare-and-swap token. */
+export class Shared {
+  constructor(public value: string, public cas: u32) {}
+}
+
+/**
+ * The value of key in the filter's vm_id space (shared by every instance of
+ * every filter of the App with that vm_id) and its token; null when absent.
+ */
+export function sharedGet(key: string): Shared | null {
+  let k = utf8(key);
+  clearRet();
+  store<u32>(casOut, 0);
+  let v = result("shared_get", host.shared_get(changetype<usize>(k), k.byteLength, retPtr, retLen, casOut));
+  if (v === null) return null;
+  return new Shared(v, load<u32>(casOut));
+}
+
+/**
+ * Stores value under key with a new token; with cas not 0, only if it is
+ * still the key's token. Returns host.STATUS_OK, host.STATUS_CAS_MISMATCH
+ * (another instance wrote it since: read again and retry) or
+ * host.STATUS_LIMIT. A key's first write, with cas 0, is unconditional.
+ */
+export function sharedSet(key: string, value: string, cas: u32): i32 {
+  let k = utf8(key);
+  let v = utf8(value);
+  return host.shared_set(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength, cas);
+}
+
+const idOut = memory.data(4);
+
+/** Kinds of metric. */
+export const METRIC_COUNTER: i32 = 0;
+export const METRIC_GAUGE: i32 = 1;
+export const METRIC_HISTOGRAM: i32 = 2;
+
+/** Defines (or finds) the filter's metric name of kind; returns its id (0 on failure). */
+export function metricDefine(kind: i32, name: string): u32 {
+  let n = utf8(name);
+  if (host.metric_define(kind, changetype<usize>(n), n.byteLength, idOut) != host.STATUS_OK) return 0;
+  return load<u32>(idOut);
+}
+
+/** Adds to a counter (not below 0) or a gauge. */
+export function metricAdd(id: u32, delta: i64): i32 {
+  return host.metric_add(id, delta);
+}
+
+/** Sets a gauge, or records a value in a histogram. */
+export function metricRecord(id: u32, value: i64): i32 {
+  return host.metric_record(id, value);
+}
+
+/**
+ * Has the host call the module's export weft_on_tick every ms milliseconds
+ * (at least 10) on the filter's idle instances; 0 stops it. Export it from
+ * the filter: `export function weft_on_tick(): void { ... }`.
+ */
+export function setTickPeriod(ms: u32): i32 {
+  return host.set_tick_period(ms);
+}
+
 // ---- config ----------------------------------------------------------------------
 
 let configValue: JSONValue | null = null;
