@@ -545,11 +545,11 @@ func TestWeftABICapabilities(t *testing.T) {
 	}
 }
 
-// The SDKs' v1.1 functions (sdk/go and sdk/assemblyscript,
+// The SDKs' v1.1 functions (sdk/go, sdk/assemblyscript and sdk/c,
 // examples/sharedcount): a filter built with each counts calls across its
 // instances in shared data with compare-and-swap, and in a guest metric.
 func TestSDKSharedData(t *testing.T) {
-	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"assemblyscript", "npm"}} {
+	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"assemblyscript", "npm"}, {"c", "clang"}} {
 		t.Run(sdk.name, func(t *testing.T) {
 			if _, err := exec.LookPath(sdk.tool); err != nil {
 				if os.Getenv("CI") != "" {

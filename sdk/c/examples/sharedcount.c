@@ -1,0 +1,35 @@
+/* sharedcount: counts the calls of every instance of every filter with its
+ * vm_id in the host's shared data (ABI v1.1), with a compare-and-swap loop
+ * so that no increment is lost when instances race; sets the attachment
+ * x-count to the count it wrote, and counts its calls in the metric
+ * "requests" too. The value is stored as 8 little-endian bytes. */
+#include "../weft.h"
+
+static uint32_t requests;
+
+static int32_t on_request(void) {
+    if (requests == 0) weft_metric_define(WEFT_METRIC_COUNTER, WEFT_LIT("requests"), &requests);
+    int64_t n;
+    for (;;) {
+        weft_str cur;
+        uint32_t cas = 0;
+        n = 0;
+        int32_t st = weft_shared_get(WEFT_LIT("calls"), &cur, &cas);
+        if (st == WEFT_OK && cur.len == 8) {
+            for (int i = 7; i >= 0; i--) n = (n << 8) | (uint8_t)cur.ptr[i];
+        }
+        n++;
+        char le[8];
+        for (int i = 0; i < 8; i++) le[i] = (char)(n >> (8 * i));
+        st = weft_shared_set(WEFT_LIT("calls"), (weft_str){le, 8}, st == WEFT_OK ? cas : 0);
+        if (st == WEFT_OK) break;
+        if (st != WEFT_CAS_MISMATCH) return weft_reject(WEFT_CODE_UNKNOWN, WEFT_LIT("sharedcount: shared_set failed"));
+    }
+    weft_buf v = weft_buf_arena(24);
+    weft_buf_i64(&v, n);
+    weft_set_attachment(WEFT_LIT("x-count"), weft_buf_str(&v));
+    weft_metric_add(requests, 1);
+    return WEFT_CONTINUE;
+}
+
+WEFT_ON_REQUEST(on_request)
