@@ -180,13 +180,7 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 		}
 		imports = append(imports, im)
 	}
-	for _, d := range cm.ImportedMemories() {
-		mod, name, _ := d.Import()
-		im := Import{Module: mod, Name: name, Signature: "memory",
-			Problem: "imported memory: the module must define and export its own memory"}
-		problems = append(problems, fmt.Sprintf("import %s.%s: %s", mod, name, im.Problem))
-		imports = append(imports, im)
-	}
+	imports, problems = importedMemories(cm, imports, problems)
 
 	funcs := cm.ExportedFunctions()
 	mems := cm.ExportedMemories()
@@ -245,4 +239,17 @@ func hostNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// importedMemories reports each memory the module imports as a problem: both
+// ABIs need the guest to define and export its own.
+func importedMemories(cm wazero.CompiledModule, imports []Import, problems []string) ([]Import, []string) {
+	for _, d := range cm.ImportedMemories() {
+		mod, name, _ := d.Import()
+		im := Import{Module: mod, Name: name, Signature: "memory",
+			Problem: "imported memory: the module must define and export its own memory"}
+		problems = append(problems, fmt.Sprintf("import %s.%s: %s", mod, name, im.Problem))
+		imports = append(imports, im)
+	}
+	return imports, problems
 }

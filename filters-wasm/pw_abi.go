@@ -277,12 +277,6 @@ func pwStaticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefini
 		}
 		imports = append(imports, im)
 	}
-	for _, d := range cm.ImportedMemories() {
-		mod, name, _ := d.Import()
-		im := Import{Module: mod, Name: name, Signature: "memory",
-			Problem: "imported memory: the module must define and export its own memory"}
-		problems = append(problems, fmt.Sprintf("import %s.%s: %s", mod, name, im.Problem))
-		imports = append(imports, im)
-	}
+	imports, problems = importedMemories(cm, imports, problems)
 	return imports, exports, problems
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
@@ -47,16 +49,16 @@ type pwInstance struct {
 	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
 
 	// The call being served.
-	ctx                         context.Context
-	ctxID                       uint32
-	req, reqTrailers            headerView
-	resp, trailers              headerView
-	local                       *localReply
-	resumed, closed, respEdited bool
-	broken                      bool // a callback failed: the instance goes
-	props                       map[string]string
-	uv                          urlView // the call's URL as the header view shows it
-	timeoutBuf                  []byte  // the grpc-timeout header's bytes (pwRequestHeaders)
+	ctx              context.Context
+	ctxID            uint32
+	req, reqTrailers headerView
+	resp, trailers   headerView
+	local            *localReply
+	resumed, closed  bool
+	broken           bool // a callback failed: the instance goes
+	props            map[string]string
+	uv               urlView // the call's URL as the header view shows it
+	timeoutBuf       []byte  // the grpc-timeout header's bytes (pwRequestHeaders)
 
 	// Callouts of the call (pw_callout.go): answers come on events (made
 	// at the call's first callout), pending counts those not answered
@@ -191,7 +193,7 @@ func (p *pwInstance) begin(ctx context.Context) {
 	p.reqTrailers = headerView{}
 	p.resp.built, p.resp.dirty = false, false
 	p.trailers.built, p.trailers.dirty = false, false
-	p.local, p.resumed, p.closed, p.respEdited, p.broken = nil, false, false, false, false
+	p.local, p.resumed, p.closed, p.broken = nil, false, false, false
 	p.props = nil
 }
 
@@ -370,9 +372,11 @@ func (in *instance) pwApplyResponse() {
 	status, msg := -1, ""
 	for _, h := range p.trailers.kv {
 		switch {
-		case equalFoldASCII(h.k, "grpc-status"):
-			fmt.Sscanf(h.v, "%d", &status)
-		case equalFoldASCII(h.k, "grpc-message"):
+		case strings.EqualFold(h.k, "grpc-status"):
+			if n, err := strconv.Atoi(h.v); err == nil {
+				status = n
+			}
+		case strings.EqualFold(h.k, "grpc-message"):
 			msg = h.v
 		}
 	}
@@ -384,25 +388,6 @@ func (in *instance) pwApplyResponse() {
 		in.f.warn(warnTrap, "weft: proxy-wasm filter set grpc-status 0 on a failed call; the error stands (a failure has no value to return)",
 			"error", in.callErr.Error())
 	}
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // pwDone ends the call's stream context: proxy_on_done, then proxy_on_log

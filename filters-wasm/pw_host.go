@@ -708,9 +708,12 @@ func pwSynthetic(k string) bool {
 	if strings.HasPrefix(k, ":") {
 		return true
 	}
-	switch strings.ToLower(k) {
-	case "content-type", "te", "grpc-timeout", "grpc-status", "grpc-message":
-		return true
+	// EqualFold, not ToLower: this runs for every attachment of every call,
+	// and ToLower allocates for a key with capitals.
+	for _, s := range [...]string{"content-type", "te", "grpc-timeout", "grpc-status", "grpc-message"} {
+		if strings.EqualFold(k, s) {
+			return true
+		}
 	}
 	return false
 }
