@@ -272,14 +272,7 @@ func TestProxyWasmTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ticks := func() int64 {
-		for _, m := range f.Stats().GuestMetrics {
-			if m.Name == "ticks" {
-				return m.Value
-			}
-		}
-		return 0
-	}
+	ticks := func() int64 { v, _ := guestMetric(f, "ticks"); return v }
 	deadline := time.Now().Add(5 * time.Second)
 	for ticks() < 5 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -481,14 +474,7 @@ func TestProxyWasmSharedQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dequeued := func() int64 {
-		for _, m := range f.Stats().GuestMetrics {
-			if m.Name == "dequeued" {
-				return m.Value
-			}
-		}
-		return 0
-	}
+	dequeued := func() int64 { v, _ := guestMetric(f, "dequeued"); return v }
 	for deadline := time.Now().Add(5 * time.Second); dequeued() < calls && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 	}
 	if n := dequeued(); n != calls {
@@ -528,10 +514,8 @@ func TestWeftABICapabilities(t *testing.T) {
 		t.Fatalf("the shared counter reads %v after %d increments, want %s", n, callers*each+1, want)
 	}
 	metric := func(name string) int64 {
-		for _, m := range f.Stats().GuestMetrics {
-			if m.Name == name {
-				return m.Value
-			}
+		if v, ok := guestMetric(f, name); ok {
+			return v
 		}
 		return -1
 	}
@@ -598,16 +582,20 @@ func testSharedCount(t *testing.T, path string) {
 	if got, want := call(), fmt.Sprint(callers*each+2); got != want {
 		t.Fatalf("count %s after %d calls, want %s: increments were lost", got, callers*each+2, want)
 	}
-	found := false
+	if v, ok := guestMetric(f, "requests"); !ok {
+		t.Error("no metric requests")
+	} else if v != callers*each+2 {
+		t.Errorf("metric requests = %d, want %d", v, callers*each+2)
+	}
+}
+
+// guestMetric is the value of the guest metric name of f, and whether the
+// guest defined it.
+func guestMetric(f *wasmfilter.Filter, name string) (int64, bool) {
 	for _, m := range f.Stats().GuestMetrics {
-		if m.Name == "requests" {
-			found = true
-			if m.Value != callers*each+2 {
-				t.Errorf("metric requests = %d, want %d", m.Value, callers*each+2)
-			}
+		if m.Name == name {
+			return m.Value, true
 		}
 	}
-	if !found {
-		t.Error("no metric requests")
-	}
+	return 0, false
 }
