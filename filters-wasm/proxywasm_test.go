@@ -48,9 +48,43 @@ func buildProxyAS(t testing.TB, dir, name string) string {
 // attachments both ways, and send_local_response answers the call itself
 // with the gRPC status it gave.
 func TestProxyWasmASHeaders(t *testing.T) {
-	path := buildProxyAS(t, t.TempDir(), "headers")
-	f := newFilter(t, path, wasmfilter.Config{Name: "as-headers", ABI: wasmfilter.ABIProxyWasm,
-		RootID: "as_headers", Configuration: []byte("cfg-1")})
+	testProxyHeaders(t, buildProxyAS(t, t.TempDir(), "headers"), "as_headers")
+}
+
+// The same filters written on proxy-wasm-go-sdk's API and built with Go's
+// own compiler (testdata/proxywasm-go, wasmexport.go rewriting the SDK's
+// TinyGo pragmas): headers, send_local_response, properties, an HTTP
+// callout, shared data's CAS under 8 callers, a tick and a guest metric.
+func TestProxyWasmGoSDK(t *testing.T) {
+	paths := buildProxyGo(t, t.TempDir(), "headers", "authcall", "counter")
+	t.Run("headers", func(t *testing.T) { testProxyHeaders(t, paths["headers"], "go_headers") })
+	t.Run("http-callout", func(t *testing.T) { testProxyHTTPCallout(t, paths["authcall"]) })
+	t.Run("shared-data-cas", func(t *testing.T) { testProxySharedCAS(t, paths["counter"]) })
+	t.Run("tick-metric", func(t *testing.T) { testProxyTick(t, paths["counter"]) })
+}
+
+// buildProxyGo builds the named filters of testdata/proxywasm-go into dir
+// with testdata/proxywasm-go/build.sh: Go (which runs this test) and the
+// module proxy, or a module cache holding proxy-wasm-go-sdk v0.24.0.
+func buildProxyGo(t testing.TB, dir string, names ...string) map[string]string {
+	t.Helper()
+	args := append([]string{filepath.Join("testdata", "proxywasm-go", "build.sh"), dir}, names...)
+	out, err := exec.Command("bash", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("testdata/proxywasm-go/build.sh %s: %v\n%s", strings.Join(names, " "), err, out)
+	}
+	paths := map[string]string{}
+	for _, name := range names {
+		paths[name] = filepath.Join(dir, name+".wasm")
+	}
+	return paths
+}
+
+// testProxyHeaders runs a headers filter (assembly/headers.ts or
+// proxywasm-go/headers) that answers x-served-by with its root id.
+func testProxyHeaders(t *testing.T, path, rootID string) {
+	f := newFilter(t, path, wasmfilter.Config{Name: rootID, ABI: wasmfilter.ABIProxyWasm,
+		RootID: rootID, Configuration: []byte("cfg-1")})
 	ep := newEndpoint()
 	var seen map[string]any
 	ep.seen = func(inv *kernel.Invocation) {
@@ -77,8 +111,8 @@ func TestProxyWasmASHeaders(t *testing.T) {
 	if _, ok := seen["X-Secret"]; ok {
 		t.Errorf("x-secret, removed by the filter, reached the provider: %v", seen)
 	}
-	if got := res.Attachments["x-served-by"]; got != "as_headers" {
-		t.Errorf("response attachment x-served-by = %v, want as_headers (result %+v)", got, res)
+	if got := res.Attachments["x-served-by"]; got != rootID {
+		t.Errorf("response attachment x-served-by = %v, want %s (result %+v)", got, rootID, res)
 	}
 
 	seen = nil
@@ -214,7 +248,10 @@ func mustRead(t testing.TB, path string) []byte {
 // the token it read (again on CAS_MISMATCH), lose no increment; a second
 // filter with another vm_id counts apart, one with the same vm_id shares.
 func TestProxyWasmSharedDataCAS(t *testing.T) {
-	path := buildWAT(t, t.TempDir(), "proxywasm_cas", "")
+	testProxySharedCAS(t, buildWAT(t, t.TempDir(), "proxywasm_cas", ""))
+}
+
+func testProxySharedCAS(t *testing.T, path string) {
 	shared := wasmfilter.NewSharedData()
 	f := newFilter(t, path, wasmfilter.Config{Name: "cas", ABI: wasmfilter.ABIProxyWasm, VMID: "limits", Shared: shared})
 	ep := newEndpoint()
@@ -267,7 +304,12 @@ func TestProxyWasmSharedDataCAS(t *testing.T) {
 // A root context that sets a tick period gets proxy_on_tick at that period
 // on the filter's idle instances, until the filter closes.
 func TestProxyWasmTick(t *testing.T) {
-	path := buildWAT(t, t.TempDir(), "proxywasm_tick", "")
+	testProxyTick(t, buildWAT(t, t.TempDir(), "proxywasm_tick", ""))
+}
+
+// testProxyTick runs a filter that counts its 20 ms ticks in the guest
+// counter "ticks".
+func testProxyTick(t *testing.T, path string) {
 	f, err := wasmfilter.New(context.Background(), wasmfilter.Config{Name: "ticker", Path: path, ABI: wasmfilter.ABIProxyWasm, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +336,10 @@ func TestProxyWasmTick(t *testing.T) {
 // answer in time fails the call at its deadline, and an unreachable one is
 // an empty answer to the filter.
 func TestProxyWasmHTTPCallout(t *testing.T) {
-	path := buildProxyAS(t, t.TempDir(), "authcall")
+	testProxyHTTPCallout(t, buildProxyAS(t, t.TempDir(), "authcall"))
+}
+
+func testProxyHTTPCallout(t *testing.T, path string) {
 	var asked atomic.Int32
 	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)

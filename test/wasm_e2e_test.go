@@ -22,9 +22,9 @@ import (
 // of a real dubbo (and Triple) call: each appends its name to the attachment
 // "trace" on the way in (the service returns it) and to the result
 // attachment "rtrace" on the way out (which travels back with the
-// response); the proxy-wasm one (an AssemblyScript filter on
-// @solo-io/proxy-runtime) through the request's and the response's
-// headers. The order is the activated order: by `order`, then listed names
+// response); the proxy-wasm ones (an AssemblyScript filter on
+// @solo-io/proxy-runtime, and the same on proxy-wasm-go-sdk's API built
+// with Go) through the request's and the response's headers. The order is the activated order: by `order`, then listed names
 // where the list puts them.
 func TestWasmAndNativeFiltersRunInActivatedOrder(t *testing.T) {
 	forEachProtocol(t, testWasmAndNativeFiltersRunInActivatedOrder)
@@ -34,6 +34,7 @@ func testWasmAndNativeFiltersRunInActivatedOrder(t *testing.T, proto string) {
 	dir := t.TempDir()
 	trace := buildWasmGuest(t, dir, "trace")
 	pwTrace := buildProxyWasmAS(t, filepath.Join(dir, "proxy-wasm"), "trace")
+	pwGoTrace := buildProxyWasmGo(t, filepath.Join(dir, "proxy-wasm-go"), "trace")
 	addr := freePort(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	provider := kernel.GroupProvider
@@ -46,11 +47,12 @@ wasm:
     wasm-listed: {path: %q, config: {name: wasm-listed}}
     wasm-keyed: {path: %q, groups: [provider], keys: [nosuchkey], config: {name: wasm-keyed}}
     pw-p: {abi: proxy-wasm, path: %q, root_id: trace, configuration: pw-p, groups: [provider], order: 20}
+    pw-go-p: {abi: proxy-wasm, path: %q, configuration: pw-go-p, groups: [provider], order: 30}
 provider:
   filter: "default,wasm-listed"
   services:
     tracer: {interface: org.weft.Tracer, protocol: `+proto+`}
-`, port, trace, trace, trace, trace, pwTrace),
+`, port, trace, trace, trace, trace, pwTrace, pwGoTrace),
 		weft.WithService("tracer", tracer{}),
 		weft.WithFilter("n1", &kernel.Activate{Groups: []string{provider}, Order: -300}, traceFilter("n1")),
 		weft.WithFilter("n2", &kernel.Activate{Groups: []string{provider}, Order: -100}, traceFilter("n2")))
@@ -62,10 +64,11 @@ wasm:
   filters:
     wasm-c: {path: %q, groups: [consumer], order: 5, config: {name: wasm-c}}
     pw-c: {abi: proxy-wasm, path: %q, root_id: trace, configuration: pw-c, groups: [consumer], order: 7}
+    pw-go-c: {abi: proxy-wasm, path: %q, configuration: pw-go-c, groups: [consumer], order: 8}
 consumer:
   references:
     tracer: {interface: org.weft.Tracer, url: "%s://%s", retries: 0}
-`, trace, pwTrace, proto, addr),
+`, trace, pwTrace, pwGoTrace, proto, addr),
 		weft.WithReference("tracer", &c),
 		weft.WithFilter("c1", &kernel.Activate{Groups: []string{consumer}, Order: 10}, traceFilter("c1")))
 
@@ -73,7 +76,7 @@ consumer:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "wasm-c,pw-c,c1,n1,wasm-a,n2,pw-p,wasm-b,wasm-listed"; got != want {
+	if want := "wasm-c,pw-c,pw-go-c,c1,n1,wasm-a,n2,pw-p,pw-go-p,wasm-b,wasm-listed"; got != want {
 		t.Fatalf("request order %q, want %q", got, want)
 	}
 	iv, err := app.Reference("tracer")
@@ -84,7 +87,7 @@ consumer:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "wasm-listed,wasm-b,pw-p,n2,wasm-a,n1,c1,pw-c,wasm-c"; res.Attachments["rtrace"] != want {
+	if want := "wasm-listed,wasm-b,pw-go-p,pw-p,n2,wasm-a,n1,c1,pw-go-c,pw-c,wasm-c"; res.Attachments["rtrace"] != want {
 		t.Fatalf("response order %q, want %q (attachments %v)", res.Attachments["rtrace"], want, res.Attachments)
 	}
 }

@@ -63,6 +63,19 @@ func buildProxyWasmAS(t testing.TB, dir, name string) string {
 	return filepath.Join(dir, name+".wasm")
 }
 
+// buildProxyWasmGo builds a proxy-wasm filter on proxy-wasm-go-sdk's API
+// (filters-wasm/testdata/proxywasm-go/<name>) into dir with Go's own
+// compiler (GOOS=wasip1, the SDK's pragmas rewritten by the folder's
+// build.sh).
+func buildProxyWasmGo(t testing.TB, dir, name string) string {
+	t.Helper()
+	script := filepath.Join("..", "filters-wasm", "testdata", "proxywasm-go", "build.sh")
+	if out, err := exec.Command("bash", script, dir, name).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", script, name, err, out)
+	}
+	return filepath.Join(dir, name+".wasm")
+}
+
 // traceFilter is a native filter that does what the trace guest does: its
 // name onto attachment "trace" on the way in, onto the result's "rtrace" on
 // the way out.
