@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the example Go filters of the weft WASM ABI into OUTDIR:
 #   bash sdk/go/build.sh OUTDIR [EXAMPLE...]     (default: every example)
-# Needs only Go (1.24+; the module says 1.26) and no network: the SDK has no
+# Needs only Go (1.24+, as the module says) and no network: the SDK has no
 # dependencies. Prints the absolute path of each module it built, one a line,
 # on stdout; the build's own messages go to stderr.
 set -euo pipefail
