@@ -424,6 +424,9 @@ type instance struct {
 	// 0 when not marked.
 	markMu sync.Mutex
 	marked uint32
+	// seq is stopDeadline while in.timer bounds a sequence of guest calls
+	// (see arm), stopNone otherwise.
+	seq stopReason
 
 	busy atomic.Int32
 
@@ -686,6 +689,15 @@ func (in *instance) call(ctx context.Context, fn api.Function, what string) (uin
 	if !in.fast {
 		return in.callWatched(ctx, fn, what)
 	}
+	if in.seq != stopNone {
+		// Armed for the sequence: the timer runs; it fired if it marked
+		// the module.
+		err := fn.CallWithStack(guestCtx, in.stack[:])
+		if in.closed.Load() != 0 {
+			return 0, in.failure(what, err, in.stopReason(in.seq, false))
+		}
+		return in.result(what, err)
+	}
 	bound, why := in.f.timeout, stopTimeout
 	var stopCancel func() bool
 	if d, ok := ctx.Deadline(); ok {
@@ -702,6 +714,12 @@ func (in *instance) call(ctx context.Context, fn api.Function, what string) (uin
 	if timedOut || cancelled {
 		return 0, in.failure(what, err, in.stopReason(why, cancelled))
 	}
+	return in.result(what, err)
+}
+
+// result is a guest call's answer once it is known not to have been
+// stopped by the host.
+func (in *instance) result(what string, err error) (uint32, error) {
 	if err != nil {
 		return 0, in.failure(what, err, stopNone)
 	}
@@ -709,6 +727,38 @@ func (in *instance) call(ctx context.Context, fn api.Function, what string) (uin
 		return 0, in.failure(what, in.abiErr, stopNone)
 	}
 	return uint32(in.stack[0]), nil
+}
+
+// arm bounds the guest calls a proxy-wasm call makes back to back (the
+// callbacks of one half of the call) by the call's deadline with one Reset
+// of in.timer, instead of a Reset and a Stop around each: call then only
+// checks that the timer has not marked the module. A call without deadline
+// keeps a bound per callback (the filter's timeout bounds each guest call),
+// and so does the slow path (wazero watches each call).
+func (in *instance) arm(ctx context.Context) {
+	if !in.fast || in.seq != stopNone {
+		return
+	}
+	d, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	bound := time.Until(d)
+	if bound <= 0 {
+		return // call answers notRun
+	}
+	in.timer.Reset(bound)
+	in.seq = stopDeadline
+}
+
+// disarm ends arm's sequence. It reports whether the timer fired: the
+// deadline passed, and the instance, marked, is unfit for reuse.
+func (in *instance) disarm() (fired bool) {
+	if in.seq == stopNone {
+		return false
+	}
+	in.seq = stopNone
+	return !in.timer.Stop()
 }
 
 // stopReason tells which of the timer (bound) and the cancellation stopped a

@@ -285,6 +285,7 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	in.begin(next, inv)
 	p := in.pw
 	p.begin(ctx)
+	in.arm(ctx)
 	if _, err := in.pwCall(ctx, p.onContextCreate, pwOnContextCreate, p.ctxID, pwRootID); err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
@@ -304,8 +305,13 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if p.req.dirty {
 		applyAttachments(p.req.kv, inv.Attachments, inv.SetAttachment, inv.RemoveAttachment)
 	}
+	if in.disarm() {
+		// The deadline passed as the request's callbacks ended.
+		return f.pwFailed(ctx, v, in, in.failure(pwOnRequestHeaders, nil, stopDeadline), next, inv)
+	}
 	res, callErr := next.Invoke(ctx, inv)
 	in.respond(res, callErr)
+	in.arm(ctx)
 	if p.onResponseHeaders != nil || p.onResponseTrailers != nil {
 		n := 2 + countAttachments(res.Attachments)
 		act, err := in.pwHeadersCall(ctx, p.onResponseHeaders, pwOnResponseHeaders, n, false)
@@ -409,7 +415,8 @@ func (in *instance) pwDone(ctx context.Context) {
 // pwRelease ends the call on the instance and returns it, or discards it
 // when its stream context could not be ended.
 func (in *instance) pwRelease(v *version) {
-	broken := in.pw.broken
+	// A timer that fired as the callbacks ended has marked the instance.
+	broken := in.disarm() || in.pw.broken
 	in.pw.end()
 	in.end()
 	if broken {

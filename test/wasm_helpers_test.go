@@ -63,6 +63,25 @@ func buildProxyWasmAS(t testing.TB, dir, name string) string {
 	return filepath.Join(dir, name+".wasm")
 }
 
+// buildProxyWasmWAT assembles filters-wasm/testdata/<name>.wat, a
+// proxy-wasm module written from the spec, into dir with wabt's wat2wasm.
+func buildProxyWasmWAT(t testing.TB, dir, name string) string {
+	t.Helper()
+	wat2wasm, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("wat2wasm is not installed (apt-get install wabt)")
+		}
+		t.Fatal("wat2wasm is not installed but CI is set: .ci/run must install wabt")
+	}
+	out := filepath.Join(dir, name+".wasm")
+	src := filepath.Join("..", "filters-wasm", "testdata", name+".wat")
+	if b, err := exec.Command(wat2wasm, src, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
+	}
+	return out
+}
+
 // buildProxyWasmGo builds a proxy-wasm filter on proxy-wasm-go-sdk's API
 // (filters-wasm/testdata/proxywasm-go/<name>) into dir with Go's own
 // compiler (GOOS=wasip1, the SDK's pragmas rewritten by the folder's
