@@ -729,10 +729,10 @@ func (in *instance) result(what string, err error) (uint32, error) {
 	return uint32(in.stack[0]), nil
 }
 
-// arm bounds the guest calls a proxy-wasm call makes back to back (the
-// callbacks of one half of the call) by the call's deadline with one Reset
-// of in.timer, instead of a Reset and a Stop around each: call then only
-// checks that the timer has not marked the module. A call without deadline
+// arm bounds the guest calls of one proxy-wasm call (its six callbacks)
+// by the call's deadline with one Reset of in.timer, instead of a Reset and
+// a Stop around each: call then only checks that the timer has not marked
+// the module. A call without deadline
 // keeps a bound per callback (the filter's timeout bounds each guest call),
 // and so does the slow path (wazero watches each call).
 func (in *instance) arm(ctx context.Context) {

@@ -305,13 +305,11 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if p.req.dirty {
 		applyAttachments(p.req.kv, inv.Attachments, inv.SetAttachment, inv.RemoveAttachment)
 	}
-	if in.disarm() {
-		// The deadline passed as the request's callbacks ended.
-		return f.pwFailed(ctx, v, in, in.failure(pwOnRequestHeaders, nil, stopDeadline), next, inv)
-	}
+	// The timer armed above stays armed while the rest of the chain runs:
+	// if the deadline passes meanwhile, the response's callbacks could not
+	// run anyway (notRun) and the instance would go all the same.
 	res, callErr := next.Invoke(ctx, inv)
 	in.respond(res, callErr)
-	in.arm(ctx)
 	if p.onResponseHeaders != nil || p.onResponseTrailers != nil {
 		n := 2 + countAttachments(res.Attachments)
 		act, err := in.pwHeadersCall(ctx, p.onResponseHeaders, pwOnResponseHeaders, n, false)
