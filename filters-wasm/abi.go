@@ -123,6 +123,7 @@ var guestExports = []struct {
 	{exportOnResponse, sigI32, false},
 	{exportInitialize, sigVoid, false},
 	{exportOnTick, sigVoid, false},
+	{exportOnQueueReady, sigQueueCB, false},
 }
 
 // Import is one function a module imports, as Check reports it.
@@ -185,12 +186,13 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 	funcs := cm.ExportedFunctions()
 	mems := cm.ExportedMemories()
 	roles := map[string]string{
-		exportVersion:    "ABI version (required)",
-		exportAlloc:      "allocator for data the host returns (required)",
-		exportOnRequest:  "request callback (required)",
-		exportOnResponse: "response callback (optional)",
-		exportInitialize: "reactor initialisation, run once per instance (optional)",
-		exportOnTick:     "tick callback, after set_tick_period (optional, v1.1)",
+		exportVersion:      "ABI version (required)",
+		exportAlloc:        "allocator for data the host returns (required)",
+		exportOnRequest:    "request callback (required)",
+		exportOnResponse:   "response callback (optional)",
+		exportInitialize:   "reactor initialisation, run once per instance (optional)",
+		exportOnTick:       "tick callback, after set_tick_period (optional, v1.1)",
+		exportOnQueueReady: "queue callback, after queue_register (optional, v1.1)",
 	}
 	for name := range mems {
 		e := Export{Name: name, Kind: "memory", Signature: "memory"}

@@ -16,11 +16,17 @@ import (
 // Statuses v1.1 adds to ABI.md's.
 const (
 	statusCasMismatch = 4 // shared_set: another instance wrote the key since the guest read it
-	statusLimit       = 5 // a bound of the store was reached (keys, bytes, metrics)
+	statusLimit       = 5 // a bound of the store was reached (keys, bytes, metrics, queues, max_callouts)
+	statusRefused     = 6 // the function is not in the filter's allowed_capabilities
+	statusUnavailable = 7 // http_call: the callout failed (unreachable, reset, answer too large)
+	statusTimeout     = 8 // http_call: its own timeout_ms passed before the answer
 )
 
-// Export of v1.1: the tick callback.
-const exportOnTick = "weft_on_tick"
+// Exports of v1.1: the tick and queue callbacks.
+const (
+	exportOnTick       = "weft_on_tick"
+	exportOnQueueReady = "weft_on_queue_ready"
+)
 
 var (
 	sigSharedGet = signature{[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}}
@@ -28,10 +34,17 @@ var (
 	sigMetricDef = signature{[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}}
 	sigMetricUpd = signature{[]api.ValueType{i32, i64}, []api.ValueType{i32}}
 	sigTick      = signature{[]api.ValueType{i32}, []api.ValueType{i32}}
+	sigHTTPCall  = signature{i32s(16), []api.ValueType{i32}}
+	sigQueueReg  = signature{i32s(3), []api.ValueType{i32}}
+	sigQueueRes  = signature{i32s(5), []api.ValueType{i32}}
+	sigQueueEnq  = signature{i32s(3), []api.ValueType{i32}}
+	sigQueueDeq  = signature{i32s(3), []api.ValueType{i32}}
+	sigQueueCB   = signature{[]api.ValueType{i32}, nil}
 )
 
 // capHostFunctions are v1.1's host functions, by name; hostModule binds them
-// beside v1's.
+// beside v1's (a function the filter's allowed_capabilities do not list
+// answers REFUSED).
 var capHostFunctions = map[string]struct {
 	sig signature
 	fn  func(in *instance, ctx context.Context, s []uint64)
@@ -42,6 +55,11 @@ var capHostFunctions = map[string]struct {
 	"metric_add":      {sigMetricUpd, (*instance).hMetricAdd},
 	"metric_record":   {sigMetricUpd, (*instance).hMetricRecord},
 	"set_tick_period": {sigTick, (*instance).hSetTickPeriod},
+	"http_call":       {sigHTTPCall, (*instance).hHTTPCall},
+	"queue_register":  {sigQueueReg, (*instance).hQueueRegister},
+	"queue_resolve":   {sigQueueRes, (*instance).hQueueResolve},
+	"queue_enqueue":   {sigQueueEnq, (*instance).hQueueEnqueue},
+	"queue_dequeue":   {sigQueueDeq, (*instance).hQueueDequeue},
 }
 
 // weftStatus maps a proxy-wasm status of the shared implementation to

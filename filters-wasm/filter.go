@@ -98,15 +98,18 @@ type Config struct {
 	// proxy_on_vm_start).
 	RootID, VMID                   string
 	Configuration, VMConfiguration []byte
-	// Clusters name the upstreams of proxy_http_call: name -> base URL
-	// (http:// or https://). MaxCallouts bounds the callouts in flight
+	// Clusters name the upstreams of proxy_http_call (and, for a weft-ABI
+	// filter, of http_call): name -> base URL (http:// or https://) or
+	// ref:<reference id>. MaxCallouts bounds the callouts in flight
 	// (default DefaultMaxCallouts).
 	Clusters    map[string]string
 	MaxCallouts int
 	// AllowedCapabilities lists the proxy-wasm host functions and
 	// callbacks the filter may use (Envoy's allowed_capabilities); empty:
 	// all. A host function not listed answers INTERNAL_FAILURE (logged); a
-	// callback not listed is never called.
+	// callback not listed is never called. For a weft-ABI filter it lists
+	// the v1.1 host functions it may call (v1's are always allowed); one
+	// not listed answers REFUSED (logged).
 	AllowedCapabilities []string
 }
 
@@ -142,6 +145,10 @@ type Filter struct {
 	queuePending map[uint32]bool
 
 	crash crashes // crash-loop back-off (backoff.go)
+
+	// weft is a weft-ABI filter's v1.1 capability settings: clusters,
+	// max_callouts, allowed_capabilities (caps_weft_callout.go).
+	weft weftCaps
 
 	// Callouts (pw_callout.go): in flight, and their client.
 	callouts   atomic.Int64
@@ -198,6 +205,9 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		tickStop: make(chan struct{})}
 	switch c.ABI {
 	case "", ABIWeft:
+		if err := f.initWeftCaps(c); err != nil {
+			return nil, err
+		}
 	case ABIProxyWasm:
 		f.pw = &pwConfig{rootID: c.RootID, config: c.Configuration, vmConfig: c.VMConfiguration,
 			clusters: c.Clusters, maxCallouts: c.MaxCallouts}
@@ -558,6 +568,10 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 		return kernel.Result{}, err
 	}
 	in.begin(next, inv)
+	wc := f.weftTrack(in, ctx) // nil unless the filter may call out (http_call)
+	if wc != nil {
+		defer f.weftUntrack(in, wc)
+	}
 	act, err := in.call(ctx, in.onRequest, exportOnRequest)
 	if err != nil {
 		in.end()
@@ -581,6 +595,7 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	}
 	res, callErr := next.Invoke(ctx, inv)
 	in.respond(res, callErr)
+	wc.rebound()
 	act, err = in.call(ctx, in.onResponse, exportOnResponse)
 	if err != nil {
 		in.end()

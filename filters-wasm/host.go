@@ -87,6 +87,9 @@ func hostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("now_ms", (*instance).hNowMs)
 	for name, c := range capHostFunctions {
 		fn := c.fn
+		if f != nil && !f.weft.allows(name) {
+			fn = refusedCap(name) // not in allowed_capabilities
+		}
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, s []uint64) {
 			fn(h.instance(mod), ctx, s)
 		}), c.sig.params, c.sig.results).Export(name)

@@ -578,7 +578,7 @@ func TestWeftABICapabilities(t *testing.T) {
 // examples/sharedcount): a filter built with each counts calls across its
 // instances in shared data with compare-and-swap, and in a guest metric.
 func TestSDKSharedData(t *testing.T) {
-	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"assemblyscript", "npm"}, {"c", "clang"}} {
+	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"assemblyscript", "npm"}, {"c", "clang"}, {"rust", "/usr/bin/rustc"}} {
 		t.Run(sdk.name, func(t *testing.T) {
 			if _, err := exec.LookPath(sdk.tool); err != nil {
 				if os.Getenv("CI") != "" {

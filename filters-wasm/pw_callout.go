@@ -85,8 +85,7 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwParseFailure
 		return
 	}
-	if f.callouts.Add(1) > int64(f.pw.maxCallouts) {
-		f.callouts.Add(-1)
+	if !f.takeCallout(f.pw.maxCallouts) {
 		f.warn(warnUnimplemented, "weft: proxy-wasm filter has max_callouts callouts in flight; one more was refused", "max_callouts", f.pw.maxCallouts)
 		s[0] = pwInternalFailure
 		return
@@ -97,17 +96,11 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 	}
 	p.nextToken++
 	c := &callout{token: p.nextToken}
-	var do func(ctx context.Context) (int, []hdr, []byte, error)
-	if ref, isRef := strings.CutPrefix(base, refPrefix); isRef {
-		do = f.refCallout(ref, hdrs, bytes.Clone(body))
-	} else {
-		req, err := calloutRequest(base, hdrs, bytes.Clone(body))
-		if err != nil {
-			f.callouts.Add(-1)
-			s[0] = pwBadArgument
-			return
-		}
-		do = func(ctx context.Context) (int, []hdr, []byte, error) { return doCallout(ctx, f.httpClient, req) }
+	do, err := f.calloutFunc(base, hdrs, bytes.Clone(body))
+	if err != nil {
+		f.callouts.Add(-1)
+		s[0] = pwBadArgument
+		return
 	}
 	if p.events == nil {
 		// One channel per call that makes callouts: an answer that comes
@@ -139,6 +132,32 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		return
 	}
 	s[0] = pwOK
+}
+
+// takeCallout counts one more callout of the filter in flight, unless max
+// are already (max_callouts): false then, and nothing counted. The callout's
+// end gives it back (f.callouts.Add(-1)). Both ABIs' callouts share it.
+func (f *Filter) takeCallout(max int) bool {
+	if f.callouts.Add(1) > int64(max) {
+		f.callouts.Add(-1)
+		return false
+	}
+	return true
+}
+
+// calloutFunc is the callout to the cluster base, an http(s) URL or
+// ref:<reference id>, with the guest's headers (pseudo-headers :method,
+// :path, :authority) and body (owned by the callout); the error is a
+// request that cannot be built. Both ABIs' callouts go through it.
+func (f *Filter) calloutFunc(base string, hdrs []hdr, body []byte) (func(ctx context.Context) (int, []hdr, []byte, error), error) {
+	if ref, isRef := strings.CutPrefix(base, refPrefix); isRef {
+		return f.refCallout(ref, hdrs, body), nil
+	}
+	req, err := calloutRequest(base, hdrs, body)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (int, []hdr, []byte, error) { return doCallout(ctx, f.httpClient, req) }, nil
 }
 
 // refPrefix marks a cluster that names a weft reference of the App

@@ -202,10 +202,21 @@ func (f *Filter) queueLoop() {
 		if err != nil {
 			continue
 		}
-		if _, err := in.pwCall(context.Background(), in.pw.onQueueReady, pwOnQueueReady, pwRootID, id); err != nil {
+		if err := in.queueReadyCall(id); err != nil {
 			v.discard(in)
 			continue
 		}
 		v.put(in)
 	}
+}
+
+// queueReadyCall runs the queue-ready callback of the filter's ABI on in:
+// proxy_on_queue_ready(root, id), or weft_on_queue_ready(id) (weft ABI
+// v1.1, caps_weft_queue.go).
+func (in *instance) queueReadyCall(id uint32) error {
+	if in.pw == nil {
+		return in.weftQueueReady(id)
+	}
+	_, err := in.pwCall(context.Background(), in.pw.onQueueReady, pwOnQueueReady, pwRootID, id)
+	return err
 }

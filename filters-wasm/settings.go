@@ -69,16 +69,20 @@ type FilterSettings struct {
 	VMConfiguration any    `koanf:"vm_configuration"`
 	RootID          string `koanf:"root_id"`
 	VMID            string `koanf:"vm_id"`
-	// Clusters name the upstreams a proxy-wasm filter's proxy_http_call
-	// may reach (Envoy's clusters): name -> base URL, http:// or https://.
+	// Clusters name the upstreams a filter's callouts may reach
+	// (proxy-wasm's proxy_http_call, Envoy's clusters; weft's http_call):
+	// name -> base URL, http:// or https://, or ref:<reference id>.
 	Clusters map[string]string `koanf:"clusters"`
 	// MaxCallouts bounds the callouts of the filter in flight (default
-	// 16); past it proxy_http_call answers INTERNAL_FAILURE.
+	// 16); past it proxy_http_call answers INTERNAL_FAILURE, http_call
+	// LIMIT.
 	MaxCallouts int `koanf:"max_callouts"`
 	// AllowedCapabilities lists the proxy-wasm host functions and
 	// callbacks the filter may use (Envoy's allowed_capabilities); unset:
 	// all. A host function not listed answers INTERNAL_FAILURE, with a log
-	// line naming it; a callback not listed is never called.
+	// line naming it; a callback not listed is never called. For a
+	// weft-ABI filter: the v1.1 host functions it may call (v1's are
+	// always allowed); one not listed answers REFUSED, with a log line.
 	AllowedCapabilities []string `koanf:"allowed_capabilities"`
 }
 
@@ -115,33 +119,18 @@ func (s Settings) Validate() []error {
 		if fc.Timeout < 0 {
 			bad(path+".timeout", fc.Timeout, ">= 0 ms (0 or unset: the default 1000 ms)", "set the ms each guest callback may take, or remove the key")
 		}
+		errs = append(errs, validateCallouts(path, fc)...)
 		switch fc.ABI {
 		case "", ABIWeft:
 			for _, k := range []struct {
 				key string
 				set bool
-			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""},
-				{"clusters", len(fc.Clusters) > 0}, {"max_callouts", fc.MaxCallouts != 0}, {"allowed_capabilities", len(fc.AllowedCapabilities) > 0}} {
+			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}} {
 				if k.set {
 					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, k.key))
 				}
 			}
 		case ABIProxyWasm:
-			for _, name := range sortedKeys(fc.Clusters) {
-				if ref, ok := strings.CutPrefix(fc.Clusters[name], refPrefix); ok {
-					if ref == "" {
-						errs = append(errs, fmt.Errorf("%s.clusters.%s: ref: names no reference; write ref:<id of consumer.references.<id>>", path, name))
-					}
-					continue
-				}
-				u, err := url.Parse(fc.Clusters[name])
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					errs = append(errs, fmt.Errorf("%s.clusters.%s: %q is neither an http:// or https:// URL nor ref:<reference id>; give the upstream's base URL, e.g. http://127.0.0.1:8080, or a reference of this App, e.g. ref:auth", path, name, fc.Clusters[name]))
-				}
-			}
-			if fc.MaxCallouts < 0 {
-				bad(path+".max_callouts", fc.MaxCallouts, ">= 0 (0 or unset: the default 16)", "set the most callouts in flight, or remove the key")
-			}
 			if len(fc.Config) > 0 {
 				errs = append(errs, fmt.Errorf("%s.config: a proxy-wasm filter gets its settings from configuration (proxy_on_configure), not config (weft's get_config); rename the key", path))
 			}
@@ -152,6 +141,28 @@ func (s Settings) Validate() []error {
 			bad(path+".max_instances", fc.MaxInstances, ">= 0 instances (0 or unset: no cap, instances made as concurrent calls need them)",
 				"set the most instances of the module at once, e.g. max_instances: 8, or 0 for no cap")
 		}
+	}
+	return errs
+}
+
+// validateCallouts checks the callout settings of a filter of either ABI
+// (proxy_http_call, http_call): its clusters and max_callouts.
+func validateCallouts(path string, fc FilterSettings) []error {
+	var errs []error
+	for _, name := range sortedKeys(fc.Clusters) {
+		if ref, ok := strings.CutPrefix(fc.Clusters[name], refPrefix); ok {
+			if ref == "" {
+				errs = append(errs, fmt.Errorf("%s.clusters.%s: ref: names no reference; write ref:<id of consumer.references.<id>>", path, name))
+			}
+			continue
+		}
+		u, err := url.Parse(fc.Clusters[name])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s.clusters.%s: %q is neither an http:// or https:// URL nor ref:<reference id>; give the upstream's base URL, e.g. http://127.0.0.1:8080, or a reference of this App, e.g. ref:auth", path, name, fc.Clusters[name]))
+		}
+	}
+	if fc.MaxCallouts < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_callouts: %d is not allowed: want >= 0 (0 or unset: the default 16); set the most callouts in flight, or remove the key", path, fc.MaxCallouts))
 	}
 	return errs
 }

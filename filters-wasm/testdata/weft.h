@@ -35,12 +35,26 @@ WEFT_IMPORT(metric_define) int weft_metric_define(int kind, const char *name, u3
 WEFT_IMPORT(metric_add) int weft_metric_add(u32 id, i64 delta);
 WEFT_IMPORT(metric_record) int weft_metric_record(u32 id, i64 value);
 WEFT_IMPORT(set_tick_period) int weft_set_tick_period(u32 ms);
+// v1.1: callouts and shared queues.
+WEFT_IMPORT(http_call) int weft_http_call(const char *cluster, u32 cluster_len, const char *method, u32 method_len,
+                                          const char *path, u32 path_len, const char *headers, u32 headers_len,
+                                          const char *body, u32 body_len, u32 timeout_ms, u32 *status,
+                                          char **hdrs, u32 *hdrs_len, char **resp_body, u32 *resp_body_len);
+WEFT_IMPORT(queue_register) int weft_queue_register(const char *name, u32 len, u32 *id);
+WEFT_IMPORT(queue_resolve) int weft_queue_resolve(const char *vm, u32 vm_len, const char *name, u32 len, u32 *id);
+WEFT_IMPORT(queue_enqueue) int weft_queue_enqueue(u32 id, const char *data, u32 len);
+WEFT_IMPORT(queue_dequeue) int weft_queue_dequeue(u32 id, char **ptr, u32 *len);
 
 #define WEFT_CONTINUE 0
 #define WEFT_REJECT 1
 #define WEFT_OK 0
 #define WEFT_NOT_FOUND 1
+#define WEFT_BAD_ARGUMENT 2
 #define WEFT_CAS_MISMATCH 4
+#define WEFT_LIMIT 5
+#define WEFT_REFUSED 6
+#define WEFT_UNAVAILABLE 7
+#define WEFT_TIMEOUT 8
 
 // A bump allocator over a static arena, reset at the start of every
 // callback: nothing the host returns outlives the callback (ABI.md, Memory).

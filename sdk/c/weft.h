@@ -126,6 +126,18 @@ WEFT_IMPORT("metric_define") int32_t weft__metric_define(int32_t kind, const cha
 WEFT_IMPORT("metric_add") int32_t weft__metric_add(uint32_t id, int64_t delta);
 WEFT_IMPORT("metric_record") int32_t weft__metric_record(uint32_t id, int64_t value);
 WEFT_IMPORT("set_tick_period") int32_t weft__set_tick_period(uint32_t ms);
+/* ABI v1.1: callouts and shared queues. */
+WEFT_IMPORT("http_call") int32_t weft__http_call(const char *cluster, uint32_t cluster_len, const char *method,
+                                                 uint32_t method_len, const char *path, uint32_t path_len,
+                                                 const char *headers, uint32_t headers_len, const char *body,
+                                                 uint32_t body_len, uint32_t timeout_ms, uint32_t *ret_status,
+                                                 const char **ret_headers, uint32_t *ret_headers_len,
+                                                 const char **ret_body, uint32_t *ret_body_len);
+WEFT_IMPORT("queue_register") int32_t weft__queue_register(const char *name, uint32_t name_len, uint32_t *id);
+WEFT_IMPORT("queue_resolve") int32_t weft__queue_resolve(const char *vm_id, uint32_t vm_id_len, const char *name,
+                                                         uint32_t name_len, uint32_t *id);
+WEFT_IMPORT("queue_enqueue") int32_t weft__queue_enqueue(uint32_t id, const char *item, uint32_t item_len);
+WEFT_IMPORT("queue_dequeue") int32_t weft__queue_dequeue(uint32_t id, const char **ret_ptr, uint32_t *ret_len);
 
 /* ------------------------------------------------------------------ */
 /* Typed wrappers. Getters fill *out and return a WEFT_* status; *out is
@@ -173,6 +185,54 @@ static inline int32_t weft_metric_define(int32_t kind, weft_str name, uint32_t *
 static inline int32_t weft_metric_add(uint32_t id, int64_t delta) { return weft__metric_add(id, delta); }
 static inline int32_t weft_metric_record(uint32_t id, int64_t value) { return weft__metric_record(id, value); }
 static inline int32_t weft_set_tick_period(uint32_t ms) { return weft__set_tick_period(ms); }
+
+/* ABI v1.1: a v1.1 function the filter's allowed_capabilities do not list
+ * returns WEFT_REFUSED. */
+#define WEFT_REFUSED 6
+#define WEFT_UNAVAILABLE 7
+#define WEFT_TIMEOUT 8
+
+/* A callout's answer: the HTTP status, the headers as a JSON object (names
+ * in lower case; read one with weft_json_string), the body. */
+typedef struct {
+    uint32_t status;
+    weft_str headers;
+    weft_str body;
+} weft_http_response;
+
+/* ABI v1.1: calls out to the cluster `cluster` of the filter's config (an
+ * HTTP server, or a weft reference) and waits for its answer: the call is
+ * paused meanwhile. Only in weft_on_request and weft_on_response (else
+ * WEFT_NOT_FOUND). method "" is GET, path "" is /; headers is a JSON object
+ * ({"x-user":"alice"}) or empty; timeout_ms 0 waits as long as the call
+ * may. WEFT_OK with *out filled, whatever the HTTP status; WEFT_LIMIT
+ * (max_callouts in flight), WEFT_UNAVAILABLE (failed), WEFT_TIMEOUT
+ * (timeout_ms passed), WEFT_BAD_ARGUMENT (a cluster the config does not
+ * name, bad headers). At the call's deadline the guest is stopped and the
+ * call fails with code timeout. */
+static inline int32_t weft_http_call(weft_str cluster, weft_str method, weft_str path, weft_str headers, weft_str body,
+                                     uint32_t timeout_ms, weft_http_response *out) {
+    return weft__http_call(cluster.ptr, cluster.len, method.ptr, method.len, path.ptr, path.len, headers.ptr,
+                           headers.len, body.ptr, body.len, timeout_ms, &out->status, &out->headers.ptr,
+                           &out->headers.len, &out->body.ptr, &out->body.len);
+}
+/* ABI v1.1 shared queues: register a queue (in the filter's vm_id; the
+ * export weft_on_queue_ready, see WEFT_ON_QUEUE_READY, hears of its items),
+ * find one by vm_id and name (WEFT_NOT_FOUND: none registered), enqueue
+ * (WEFT_LIMIT: full, or the item over 64 KiB), dequeue (WEFT_NOT_FOUND:
+ * empty). An id no queue has is WEFT_BAD_ARGUMENT. */
+static inline int32_t weft_queue_register(weft_str name, uint32_t *id) {
+    return weft__queue_register(name.ptr, name.len, id);
+}
+static inline int32_t weft_queue_resolve(weft_str vm_id, weft_str name, uint32_t *id) {
+    return weft__queue_resolve(vm_id.ptr, vm_id.len, name.ptr, name.len, id);
+}
+static inline int32_t weft_queue_enqueue(uint32_t id, weft_str item) {
+    return weft__queue_enqueue(id, item.ptr, item.len);
+}
+static inline int32_t weft_queue_dequeue(uint32_t id, weft_str *out) {
+    return weft__queue_dequeue(id, &out->ptr, &out->len);
+}
 
 /* Records the rejection and returns WEFT_REJECT, so a callback can
  * `return weft_reject(WEFT_CODE_FORBIDDEN, WEFT_LIT("..."));`. */
@@ -238,6 +298,19 @@ WEFT_EXPORT("weft_alloc") void *weft_alloc(int32_t size) {
     WEFT_EXPORT("weft_on_response") int32_t weft_on_response(void) {       \
         weft_arena_reset();                                                \
         return fn();                                                       \
+    }
+/* ABI v1.1: the tick callback (fn is `void fn(void)`, after
+ * weft_set_tick_period) and the queue callback (fn is `void fn(uint32_t
+ * queue_id)`, after weft_queue_register). */
+#define WEFT_ON_TICK(fn)                                                   \
+    WEFT_EXPORT("weft_on_tick") void weft_on_tick(void) {                  \
+        weft_arena_reset();                                                \
+        fn();                                                              \
+    }
+#define WEFT_ON_QUEUE_READY(fn)                                            \
+    WEFT_EXPORT("weft_on_queue_ready") void weft_on_queue_ready(uint32_t id) { \
+        weft_arena_reset();                                                \
+        fn(id);                                                            \
     }
 
 /* ------------------------------------------------------------------ */

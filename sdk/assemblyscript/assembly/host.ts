@@ -70,6 +70,26 @@ export declare function metric_record(id: u32, value: i64): i32;
 @external("weft", "set_tick_period")
 export declare function set_tick_period(ms: u32): i32;
 
+// ABI v1.1: callouts and shared queues.
+// @ts-ignore: decorator
+@external("weft", "http_call")
+export declare function http_call(clusterPtr: usize, clusterLen: usize, methodPtr: usize, methodLen: usize,
+  pathPtr: usize, pathLen: usize, headersPtr: usize, headersLen: usize, bodyPtr: usize, bodyLen: usize,
+  timeoutMs: u32, statusPtr: usize, retHeadersPtrPtr: usize, retHeadersLenPtr: usize,
+  retBodyPtrPtr: usize, retBodyLenPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "queue_register")
+export declare function queue_register(namePtr: usize, nameLen: usize, idPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "queue_resolve")
+export declare function queue_resolve(vmPtr: usize, vmLen: usize, namePtr: usize, nameLen: usize, idPtr: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "queue_enqueue")
+export declare function queue_enqueue(id: u32, itemPtr: usize, itemLen: usize): i32;
+// @ts-ignore: decorator
+@external("weft", "queue_dequeue")
+export declare function queue_dequeue(id: u32, retPtrPtr: usize, retLenPtr: usize): i32;
+
 /** Status codes of the host functions. */
 export const STATUS_OK: i32 = 0;
 export const STATUS_NOT_FOUND: i32 = 1;
@@ -77,3 +97,6 @@ export const STATUS_BAD_ARGUMENT: i32 = 2;
 export const STATUS_ALLOC_FAILED: i32 = 3;
 export const STATUS_CAS_MISMATCH: i32 = 4; // v1.1
 export const STATUS_LIMIT: i32 = 5; // v1.1
+export const STATUS_REFUSED: i32 = 6; // v1.1: not in the filter's allowed_capabilities
+export const STATUS_UNAVAILABLE: i32 = 7; // v1.1: http_call failed
+export const STATUS_TIMEOUT: i32 = 8; // v1.1: http_call's own timeoutMs passed

@@ -357,6 +357,122 @@ export function setTickPeriod(ms: u32): i32 {
   return host.set_tick_period(ms);
 }
 
+// ---- ABI v1.1: callouts and shared queues ------------------------------------
+
+const calloutStatus = memory.data(4);
+const retBody = memory.data(8); // pointer, then length
+
+/** A callout's answer (httpCall). */
+export class HttpResponse {
+  constructor(
+    /** The host's status: host.STATUS_OK, or why there is no answer. */
+    public result: i32,
+    /** The HTTP status (a ref: cluster: 200, or the HTTP status of its error). */
+    public status: u32,
+    /** The answer's headers as a JSON object, names in lower case. */
+    public headers: string,
+    /** The body (at most 1 MiB), as UTF-8 text; bodyBytes as it came. */
+    public body: string,
+    public bodyBytes: ArrayBuffer,
+  ) {}
+
+  /** The header name (lower case) of the answer; null when absent. */
+  header(name: string): string | null {
+    let j = parseJSON(this.headers);
+    if (j === null) return null;
+    let v = j.get(name);
+    if (v === null || !v.isString()) return null;
+    return v.str;
+  }
+}
+
+/**
+ * Calls out to cluster, an upstream the filter's config names (clusters:
+ * {auth: "http://..."}, or "ref:<id>" for a weft reference of the App:
+ * the method is the last segment of path, the arguments the body, a JSON
+ * array), and waits for its answer: the call is paused meanwhile. method ""
+ * is GET, path "" is /; headers is a JSON object ('{"x-user":"alice"}') or
+ * ""; timeoutMs 0 waits as long as the call may. The answer's result is
+ * host.STATUS_OK, or STATUS_LIMIT (max_callouts in flight),
+ * STATUS_UNAVAILABLE (failed), STATUS_TIMEOUT (timeoutMs passed),
+ * STATUS_REFUSED, STATUS_BAD_ARGUMENT (a cluster the config does not name,
+ * bad headers), STATUS_NOT_FOUND (outside a call's handler). When the
+ * call's deadline comes first the filter is stopped there and the call
+ * fails with code timeout.
+ */
+export function httpCall(cluster: string, method: string, path: string, headers: string, body: string, timeoutMs: u32): HttpResponse {
+  let c = utf8(cluster), m = utf8(method), p = utf8(path), h = utf8(headers), b = utf8(body);
+  clearRet();
+  store<u32>(calloutStatus, 0);
+  store<u64>(retBody, 0);
+  let st = host.http_call(changetype<usize>(c), c.byteLength, changetype<usize>(m), m.byteLength,
+    changetype<usize>(p), p.byteLength, changetype<usize>(h), h.byteLength, changetype<usize>(b), b.byteLength,
+    timeoutMs, calloutStatus, retPtr, retLen, retBody, retBody + 4);
+  if (st != host.STATUS_OK) {
+    release();
+    return new HttpResponse(st, 0, "", "", new ArrayBuffer(0));
+  }
+  let hs = String.UTF8.decodeUnsafe(load<u32>(retPtr), load<u32>(retLen));
+  let bn = load<u32>(retBody + 4);
+  let bytes = new ArrayBuffer(<i32>bn);
+  memory.copy(changetype<usize>(bytes), load<u32>(retBody), bn);
+  release(); // copied: give the host's buffers back at once
+  return new HttpResponse(st, load<u32>(calloutStatus), hs, String.UTF8.decode(bytes), bytes);
+}
+
+const queueOut = memory.data(4);
+
+/**
+ * Registers the shared queue name in the filter's vm_id space (again: the
+ * same queue) and returns its id, 0xFFFFFFFF on failure (host.STATUS_LIMIT
+ * past 1,024 queues in the App, or STATUS_REFUSED); the handler of
+ * onQueueReady hears of its items. Call it at top level.
+ */
+export function queueRegister(name: string): u32 {
+  let n = utf8(name);
+  if (host.queue_register(changetype<usize>(n), n.byteLength, queueOut) != host.STATUS_OK) return u32.MAX_VALUE;
+  return load<u32>(queueOut);
+}
+
+/** The id of the queue name a filter of vmId registered; 0xFFFFFFFF when none has. */
+export function queueResolve(vmId: string, name: string): u32 {
+  let v = utf8(vmId), n = utf8(name);
+  if (host.queue_resolve(changetype<usize>(v), v.byteLength, changetype<usize>(n), n.byteLength, queueOut) != host.STATUS_OK) {
+    return u32.MAX_VALUE;
+  }
+  return load<u32>(queueOut);
+}
+
+/**
+ * Appends item to queue id: host.STATUS_OK, STATUS_LIMIT (1,024 items, or
+ * an item over 64 KiB), STATUS_BAD_ARGUMENT (no queue has that id).
+ */
+export function queueEnqueue(id: u32, item: string): i32 {
+  let b = utf8(item);
+  return host.queue_enqueue(id, changetype<usize>(b), b.byteLength);
+}
+
+/** The oldest item of queue id, removed; null when the queue is empty. */
+export function queueDequeue(id: u32): string | null {
+  clearRet();
+  return result("queue_dequeue", host.queue_dequeue(id, retPtr, retLen));
+}
+
+let queueHandler: ((id: u32) => void) | null = null;
+
+/** Registers the function called (with the queue's id) when a queue the filter registered has items; it should dequeue until null. */
+export function onQueueReady(h: (id: u32) => void): void {
+  queueHandler = h;
+}
+
+/** Runs the queue handler; used by exports.ts. */
+export function dispatchQueue(id: u32): void {
+  let h = queueHandler;
+  if (h != null) h(id);
+  release();
+  __collect();
+}
+
 // ---- config ----------------------------------------------------------------------
 
 let configValue: JSONValue | null = null;

@@ -29,3 +29,10 @@ func hostMetricDefine(_ int32, _ string, _ *uint32) int32 { return noHost() }
 func hostMetricAdd(_ uint32, _ int64) int32               { return noHost() }
 func hostMetricRecord(_ uint32, _ int64) int32            { return noHost() }
 func hostSetTickPeriod(_ uint32) int32                    { return noHost() }
+func hostHTTPCall(_, _, _, _, _ string, _ uint32, _, _, _, _, _ *uint32) int32 {
+	return noHost()
+}
+func hostQueueRegister(_ string, _ *uint32) int32   { return noHost() }
+func hostQueueResolve(_, _ string, _ *uint32) int32 { return noHost() }
+func hostQueueEnqueue(_ uint32, _ string) int32     { return noHost() }
+func hostQueueDequeue(_ uint32, _, _ *uint32) int32 { return noHost() }

@@ -70,3 +70,21 @@ func hostMetricRecord(id uint32, value int64) int32
 
 //go:wasmimport weft set_tick_period
 func hostSetTickPeriod(ms uint32) int32
+
+// ABI v1.1: callouts and shared queues.
+
+//go:wasmimport weft http_call
+func hostHTTPCall(cluster, method, path, headers, body string, timeoutMs uint32,
+	statusPtr, headersPtrPtr, headersLenPtr, bodyPtrPtr, bodyLenPtr *uint32) int32
+
+//go:wasmimport weft queue_register
+func hostQueueRegister(name string, idPtr *uint32) int32
+
+//go:wasmimport weft queue_resolve
+func hostQueueResolve(vmID, name string, idPtr *uint32) int32
+
+//go:wasmimport weft queue_enqueue
+func hostQueueEnqueue(id uint32, item string) int32
+
+//go:wasmimport weft queue_dequeue
+func hostQueueDequeue(id uint32, retPtrPtr, retLenPtr *uint32) int32

@@ -38,6 +38,17 @@ func exportOnTick() {
 	}
 }
 
+// weft_on_queue_ready (ABI v1.1): the host calls it when a queue the filter
+// registered has items.
+//
+//go:wasmexport weft_on_queue_ready
+func exportOnQueueReady(id uint32) {
+	defer release()
+	if onQueueReady != nil {
+		onQueueReady(Queue(id))
+	}
+}
+
 // take returns the n bytes at guest address ptr, which the host wrote into a
 // buffer weft_alloc gave it during the current callback, as a string sharing
 // that buffer (no copy: nothing writes to it again).

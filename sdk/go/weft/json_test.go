@@ -39,3 +39,15 @@ func TestParseJSONDepth(t *testing.T) {
 		t.Fatal("no error for a too deep value")
 	}
 }
+
+func TestHeadersJSON(t *testing.T) {
+	in := map[string]string{"x-user": `a"b\c`, "ctl": "\x01\t", "utf8": "日本\xff", "e": ""}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(headersJSON(in)), &got); err != nil {
+		t.Fatalf("%s: %v", headersJSON(in), err)
+	}
+	in["utf8"] = "日本\uFFFD"
+	if !reflect.DeepEqual(got, in) {
+		t.Errorf("got %q, want %q", got, in)
+	}
+}

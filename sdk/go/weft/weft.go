@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/weftrpc/weft/sdk/go/weft/internal/hooks"
 )
@@ -56,6 +57,9 @@ const (
 	statusAllocFailed = 3
 	statusCasMismatch = 4 // v1.1
 	statusLimit       = 5 // v1.1
+	statusRefused     = 6 // v1.1
+	statusUnavailable = 7 // v1.1
+	statusTimeout     = 8 // v1.1
 )
 
 // maxAlloc bounds one weft_alloc: larger requests get 0 (out of memory)
@@ -75,8 +79,10 @@ var (
 
 	// retPtr and retLen are the out-parameters of the host functions that
 	// return data. Globals have fixed addresses (a goroutine stack may
-	// move), and an instance runs one callback at a time.
-	retPtr, retLen uint32
+	// move), and an instance runs one callback at a time. http_call has
+	// three more.
+	retPtr, retLen                    uint32
+	retStatus, retBodyPtr, retBodyLen uint32
 )
 
 // OnRequest registers the handler run before each call goes on. Register
@@ -281,6 +287,174 @@ func SetTickPeriod(ms uint32) { hostSetTickPeriod(ms) }
 func OnTick(f func()) { onTick = f }
 
 var onTick func()
+
+// More errors of the v1.1 functions.
+var (
+	// ErrRefused: the filter's allowed_capabilities do not list the
+	// function.
+	ErrRefused = errors.New("weft: refused: the filter's allowed_capabilities do not list this function")
+	// ErrUnavailable: the callout failed (the upstream could not be
+	// reached, reset the connection, or answered more than 1 MiB; a ref:
+	// cluster whose reference does not exist).
+	ErrUnavailable = errors.New("weft: callout failed: the upstream is unavailable")
+	// ErrTimeout: the callout's own timeout passed before the answer.
+	ErrTimeout = errors.New("weft: callout timed out")
+	// ErrNoCall: HTTPCall outside a call's handler (in init, OnTick,
+	// OnQueueReady): there is no call to pause.
+	ErrNoCall = errors.New("weft: http_call works only in a call's handler")
+	// ErrNoQueue: no queue has that id.
+	ErrNoQueue = errors.New("weft: no queue has that id")
+)
+
+// HTTPResponse is a callout's answer.
+type HTTPResponse struct {
+	// Status is the HTTP status (a ref: cluster answers 200, or on an
+	// error the HTTP status of its code).
+	Status int
+	// Headers are the answer's headers, names in lower case, values of a
+	// repeated name joined by ", " (a ref: cluster's: grpc-status,
+	// grpc-message, the result's attachments).
+	Headers map[string]string
+	// Body is the answer's body (at most 1 MiB; a ref: cluster's is the
+	// result as JSON).
+	Body string
+}
+
+// HTTPCall calls out (ABI v1.1 http_call) to cluster, an upstream the
+// filter's config names (clusters: {auth: "http://..."}, or "ref:<id>" for
+// a weft reference of the App, whose method is the last segment of path
+// and arguments the body, a JSON array), and waits for the answer: the
+// call is paused meanwhile. method "" is GET, path "" is /; headers may be
+// nil; timeoutMs 0 waits as long as the call may (its deadline, or the
+// filter's timeout without one). When the call's deadline comes first the
+// filter is stopped there and the call fails with CodeTimeout; a shorter
+// timeoutMs returns ErrTimeout instead, for the handler to decide. Only in
+// a call's handler (ErrNoCall elsewhere). Other errors: ErrLimit
+// (max_callouts in flight), ErrUnavailable, ErrRefused, ErrBadArgument (a
+// cluster the config does not name, bad headers).
+func HTTPCall(cluster, method, path string, headers map[string]string, body []byte, timeoutMs uint32) (*HTTPResponse, error) {
+	hj := ""
+	if len(headers) > 0 {
+		hj = headersJSON(headers)
+	}
+	retPtr, retLen, retStatus, retBodyPtr, retBodyLen = 0, 0, 0, 0, 0
+	st := hostHTTPCall(cluster, method, path, hj, unsafe.String(unsafe.SliceData(body), len(body)), timeoutMs,
+		&retStatus, &retPtr, &retLen, &retBodyPtr, &retBodyLen)
+	switch st {
+	case statusOK:
+	case statusNotFound:
+		return nil, ErrNoCall
+	default:
+		return nil, statusError("http_call", st)
+	}
+	r := &HTTPResponse{Status: int(retStatus), Headers: map[string]string{}, Body: take(retBodyPtr, retBodyLen)}
+	if v, err := parseJSON(take(retPtr, retLen)); err == nil {
+		if m, ok := v.(map[string]any); ok {
+			for k, x := range m {
+				if s, ok := x.(string); ok {
+					r.Headers[k] = s
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+// headersJSON encodes http_call's headers as a JSON object.
+func headersJSON(h map[string]string) string {
+	b := make([]byte, 0, 64)
+	b = append(b, '{')
+	for k, v := range h {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, v)
+	}
+	return string(append(b, '}'))
+}
+
+// appendJSONString appends s as a JSON string (invalid UTF-8 as U+FFFD).
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, r := range validUTF8(s) {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+// statusError is the error of a v1.1 function's status.
+func statusError(name string, st int32) error {
+	switch st {
+	case statusBadArgument:
+		return ErrBadArgument
+	case statusLimit:
+		return ErrLimit
+	case statusRefused:
+		return ErrRefused
+	case statusUnavailable:
+		return ErrUnavailable
+	case statusTimeout:
+		return ErrTimeout
+	}
+	return errors.New(hostFailure(name, st))
+}
+
+// Queue is a shared queue (ABI v1.1), by id.
+type Queue uint32
+
+// RegisterQueue registers the queue name in the filter's vm_id space (again:
+// the same queue) and returns it; the function OnQueueReady registered is
+// called when it has items. Call it in an init function. ErrLimit past
+// 1,024 queues in the App.
+func RegisterQueue(name string) (Queue, error) {
+	var id uint32
+	if st := hostQueueRegister(validUTF8(name), &id); st != statusOK {
+		return 0, statusError("queue_register", st)
+	}
+	return Queue(id), nil
+}
+
+// ResolveQueue finds the queue name that a filter with vmID registered;
+// false when none has (yet).
+func ResolveQueue(vmID, name string) (Queue, bool) {
+	var id uint32
+	return Queue(id), hostQueueResolve(validUTF8(vmID), validUTF8(name), &id) == statusOK
+}
+
+// Enqueue appends a copy of item; ErrLimit when the queue holds 1,024
+// items or item is over 64 KiB, ErrNoQueue when q does not exist.
+func (q Queue) Enqueue(item string) error {
+	switch st := hostQueueEnqueue(uint32(q), item); st {
+	case statusOK:
+		return nil
+	case statusBadArgument:
+		return ErrNoQueue
+	default:
+		return statusError("queue_enqueue", st)
+	}
+}
+
+// Dequeue takes the oldest item; false when the queue is empty.
+func (q Queue) Dequeue() (string, bool) {
+	retPtr, retLen = 0, 0
+	return result("queue_dequeue", hostQueueDequeue(uint32(q), &retPtr, &retLen))
+}
+
+// OnQueueReady registers the function the host calls when a queue the
+// filter registered has items; it should Dequeue until false.
+func OnQueueReady(f func(q Queue)) { onQueueReady = f }
+
+var onQueueReady func(q Queue)
 
 var (
 	config    map[string]any

@@ -61,8 +61,17 @@ pub enum Status {
     /// `4` (ABI v1.1): `shared_set` with a token another instance's write
     /// made stale: read again and retry.
     CasMismatch,
-    /// `5` (ABI v1.1): a bound of the host's store was reached.
+    /// `5` (ABI v1.1): a bound of the host was reached (store, queues,
+    /// `max_callouts`).
     Limit,
+    /// `6` (ABI v1.1): the filter's `allowed_capabilities` do not list the
+    /// function.
+    Refused,
+    /// `7` (ABI v1.1): the callout failed (unreachable upstream, reset,
+    /// answer over 1 MiB, a reference that does not exist).
+    Unavailable,
+    /// `8` (ABI v1.1): the callout's own `timeout_ms` passed first.
+    Timeout,
     /// The host returned bytes that are not UTF-8.
     InvalidUtf8,
     /// A status this SDK does not know.
@@ -78,6 +87,9 @@ impl Status {
             3 => Err(Status::AllocFailed),
             4 => Err(Status::CasMismatch),
             5 => Err(Status::Limit),
+            6 => Err(Status::Refused),
+            7 => Err(Status::Unavailable),
+            8 => Err(Status::Timeout),
             s => Err(Status::Other(s)),
         }
     }
@@ -145,6 +157,28 @@ pub mod sys {
         pub fn metric_add(id: u32, delta: i64) -> i32;
         pub fn metric_record(id: u32, value: i64) -> i32;
         pub fn set_tick_period(ms: u32) -> i32;
+        pub fn http_call(
+            cluster_ptr: *const u8,
+            cluster_len: usize,
+            method_ptr: *const u8,
+            method_len: usize,
+            path_ptr: *const u8,
+            path_len: usize,
+            headers_ptr: *const u8,
+            headers_len: usize,
+            body_ptr: *const u8,
+            body_len: usize,
+            timeout_ms: u32,
+            ret_status: *mut u32,
+            ret_headers_ptr: *mut *const u8,
+            ret_headers_len: *mut usize,
+            ret_body_ptr: *mut *const u8,
+            ret_body_len: *mut usize,
+        ) -> i32;
+        pub fn queue_register(name_ptr: *const u8, name_len: usize, id: *mut u32) -> i32;
+        pub fn queue_resolve(vm_ptr: *const u8, vm_len: usize, name_ptr: *const u8, name_len: usize, id: *mut u32) -> i32;
+        pub fn queue_enqueue(id: u32, item_ptr: *const u8, item_len: usize) -> i32;
+        pub fn queue_dequeue(id: u32, ret_ptr: *mut *const u8, ret_len: *mut usize) -> i32;
     }
 
     /// Off wasm (unit tests, docs) the host is absent: getters find nothing.
@@ -171,6 +205,16 @@ pub mod sys {
         pub unsafe fn metric_add(_: u32, _: i64) -> i32 { 0 }
         pub unsafe fn metric_record(_: u32, _: i64) -> i32 { 0 }
         pub unsafe fn set_tick_period(_: u32) -> i32 { 0 }
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn http_call(
+            _: *const u8, _: usize, _: *const u8, _: usize, _: *const u8, _: usize, _: *const u8, _: usize,
+            _: *const u8, _: usize, _: u32, _: *mut u32, _: *mut *const u8, _: *mut usize, _: *mut *const u8,
+            _: *mut usize,
+        ) -> i32 { 1 }
+        pub unsafe fn queue_register(_: *const u8, _: usize, _: *mut u32) -> i32 { 1 }
+        pub unsafe fn queue_resolve(_: *const u8, _: usize, _: *const u8, _: usize, _: *mut u32) -> i32 { 1 }
+        pub unsafe fn queue_enqueue(_: u32, _: *const u8, _: usize) -> i32 { 2 }
+        pub unsafe fn queue_dequeue(_: u32, _: *mut *const u8, _: *mut usize) -> i32 { 2 }
     }
     #[cfg(not(target_arch = "wasm32"))]
     pub use absent::*;
@@ -285,6 +329,32 @@ fn fetch<'a>(f: impl FnOnce(*mut *const u8, *mut usize) -> i32) -> Result<&'a st
     core::str::from_utf8(bytes).map_err(|_| Status::InvalidUtf8)
 }
 
+#[inline(always)]
+fn fetch_bytes<'a>(f: impl FnOnce(*mut *const u8, *mut usize) -> i32) -> Result<&'a [u8], Status> {
+    let mut ptr: *const u8 = core::ptr::null();
+    let mut len: usize = 0;
+    Status::check(f(&mut ptr, &mut len))?;
+    if len == 0 || ptr.is_null() {
+        return Ok(&[]);
+    }
+    // SAFETY: as in fetch.
+    Ok(unsafe { core::slice::from_raw_parts(ptr, len) })
+}
+
+/// A callout's answer ([`Call::http_call`]), in the arena.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpResponse<'a> {
+    /// The HTTP status (a `ref:` cluster: 200, or on an error the HTTP
+    /// status of its code).
+    pub status: u32,
+    /// The answer's headers as a JSON object, names in lower case, values
+    /// of a repeated name joined by `", "`: read one with
+    /// [`Call::json_string`]`(resp.headers, "x-role")`.
+    pub headers: &'a str,
+    /// The body (at most 1 MiB; a `ref:` cluster's: the result as JSON).
+    pub body: &'a [u8],
+}
+
 impl Call {
     #[doc(hidden)]
     /// # Safety
@@ -390,10 +460,90 @@ impl Call {
     }
     /// ABI v1.1: the host calls the module's export `weft_on_tick` every
     /// `ms` milliseconds (at least 10) on the filter's idle instances; 0
-    /// stops it. Export it yourself: `#[no_mangle] pub extern "C" fn
-    /// weft_on_tick() {}`.
+    /// stops it. Define it with [`filter!`]'s `on_tick`.
     pub fn set_tick_period(&self, ms: u32) -> Result<(), Status> {
         Status::check(unsafe { sys::set_tick_period(ms) })
+    }
+
+    /// ABI v1.1: calls out to `cluster`, an upstream the filter's config
+    /// names (`clusters: {auth: "http://..."}`, or `"ref:<id>"` for a weft
+    /// reference of the App: the method is the last segment of `path`, the
+    /// arguments the body, a JSON array), and waits for its answer; the
+    /// call is paused meanwhile. `method` "" is GET, `path` "" is `/`;
+    /// `headers` is a JSON object (`{"x-user":"alice"}`) or "";
+    /// `timeout_ms` 0 waits as long as the call may. When the call's
+    /// deadline comes first the filter is stopped there and the call fails
+    /// with code timeout; a shorter `timeout_ms` gives [`Status::Timeout`].
+    /// Other errors: [`Status::Limit`] (`max_callouts` in flight),
+    /// [`Status::Unavailable`], [`Status::Refused`], [`Status::BadArgument`]
+    /// (a cluster the config does not name, bad headers),
+    /// [`Status::NotFound`] outside a call's callback (`on_tick`,
+    /// `on_queue_ready`).
+    pub fn http_call(
+        &self,
+        cluster: &str,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: &[u8],
+        timeout_ms: u32,
+    ) -> Result<HttpResponse<'_>, Status> {
+        let mut status = 0u32;
+        let mut body_ptr: *const u8 = core::ptr::null();
+        let mut body_len: usize = 0;
+        let hdrs = fetch(|p, l| unsafe {
+            sys::http_call(
+                cluster.as_ptr(),
+                cluster.len(),
+                method.as_ptr(),
+                method.len(),
+                path.as_ptr(),
+                path.len(),
+                headers.as_ptr(),
+                headers.len(),
+                body.as_ptr(),
+                body.len(),
+                timeout_ms,
+                &mut status,
+                p,
+                l,
+                &mut body_ptr,
+                &mut body_len,
+            )
+        })?;
+        let body: &[u8] = if body_len == 0 || body_ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: the host wrote `body_len` bytes at `body_ptr`, in memory
+            // weft_alloc handed out during this callback.
+            unsafe { core::slice::from_raw_parts(body_ptr, body_len) }
+        };
+        Ok(HttpResponse { status, headers: hdrs, body })
+    }
+    /// ABI v1.1: registers the shared queue `name` in the filter's `vm_id`
+    /// space (again: the same queue) and returns its id; the filter's
+    /// `on_queue_ready` (see [`filter!`]) hears of its items.
+    pub fn queue_register(&self, name: &str) -> Result<u32, Status> {
+        let mut id = 0u32;
+        Status::check(unsafe { sys::queue_register(name.as_ptr(), name.len(), &mut id) })?;
+        Ok(id)
+    }
+    /// ABI v1.1: the id of the queue `name` a filter of `vm_id` registered
+    /// ([`Status::NotFound`] when none has).
+    pub fn queue_resolve(&self, vm_id: &str, name: &str) -> Result<u32, Status> {
+        let mut id = 0u32;
+        Status::check(unsafe { sys::queue_resolve(vm_id.as_ptr(), vm_id.len(), name.as_ptr(), name.len(), &mut id) })?;
+        Ok(id)
+    }
+    /// ABI v1.1: appends a copy of `item` ([`Status::Limit`]: the queue
+    /// holds 1,024 items or the item is over 64 KiB; [`Status::BadArgument`]:
+    /// no queue has that id).
+    pub fn queue_enqueue(&self, id: u32, item: &[u8]) -> Result<(), Status> {
+        Status::check(unsafe { sys::queue_enqueue(id, item.as_ptr(), item.len()) })
+    }
+    /// ABI v1.1: takes the oldest item ([`Status::NotFound`]: empty).
+    pub fn queue_dequeue(&self, id: u32) -> Result<&[u8], Status> {
+        fetch_bytes(|p, l| unsafe { sys::queue_dequeue(id, p, l) })
     }
 
     /// The parts joined, in the arena.
@@ -811,16 +961,22 @@ pub mod json {
 }
 
 /// Defines the ABI exports of a filter: `weft_abi_version`, `weft_alloc`,
-/// `weft_on_request` and, when given, `weft_on_response`. Each callback is
-/// a `fn(&weft::Call) -> weft::Action`.
+/// `weft_on_request` and, when given, `weft_on_response` (each a
+/// `fn(&weft::Call) -> weft::Action`), and the ABI v1.1 callbacks
+/// `weft_on_tick` (a `fn(&weft::Call)`, after [`Call::set_tick_period`])
+/// and `weft_on_queue_ready` (a `fn(&weft::Call, u32)`, given the queue's
+/// id, after [`Call::queue_register`]); outside a call, the `Call`'s
+/// getters about a call answer [`Status::NotFound`]. In this order:
 ///
 /// ```ignore
 /// weft::filter!(on_request = my_request);
 /// weft::filter!(on_request = my_request, on_response = my_response);
+/// weft::filter!(on_request = my_request, on_tick = my_tick, on_queue_ready = my_queue);
 /// ```
 #[macro_export]
 macro_rules! filter {
-    (on_request = $request:path $(, on_response = $response:path)? $(,)?) => {
+    (on_request = $request:path $(, on_response = $response:path)? $(, on_tick = $tick:path)?
+     $(, on_queue_ready = $queue:path)? $(,)?) => {
         #[no_mangle]
         pub extern "C" fn weft_abi_version() -> i32 {
             $crate::ABI_VERSION
@@ -840,6 +996,26 @@ macro_rules! filter {
             #[no_mangle]
             pub extern "C" fn weft_on_response() -> i32 {
                 $crate::__run($response)
+            }
+        )?
+
+        $(
+            #[no_mangle]
+            pub extern "C" fn weft_on_tick() {
+                $crate::__run(|c: &$crate::Call| {
+                    $tick(c);
+                    $crate::Action::Continue
+                });
+            }
+        )?
+
+        $(
+            #[no_mangle]
+            pub extern "C" fn weft_on_queue_ready(id: u32) {
+                $crate::__run(|c: &$crate::Call| {
+                    $queue(c, id);
+                    $crate::Action::Continue
+                });
             }
         )?
     };
