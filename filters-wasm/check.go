@@ -19,7 +19,7 @@ type Report struct {
 	Ran     bool
 	// ProxyWasm is the proxy-wasm ABI version a proxy-wasm module declares
 	// ("" for a weft-ABI module); it is checked as such, and started as a
-	// filter with an empty configuration would be.
+	// filter with CheckOptions' root id and configuration would be.
 	ProxyWasm string
 	// Problems lists every way the module breaks ABI v1; none means valid.
 	Problems []string
@@ -35,6 +35,21 @@ func (r *Report) Valid() bool { return len(r.Problems) == 0 }
 // DefaultMaxMemoryPages, host functions answering as in an App's start-up,
 // get_config with {}) and checks the version it reports.
 func Check(ctx context.Context, wasm []byte) *Report {
+	return CheckWith(ctx, wasm, CheckOptions{})
+}
+
+// CheckOptions are what a proxy-wasm module is started with by CheckWith:
+// its plugin_root_id and plugin configuration, as a filter's root_id and
+// configuration give them (SDKs that register root contexts by id refuse
+// to start without theirs).
+type CheckOptions struct {
+	RootID        string
+	Configuration []byte
+}
+
+// CheckWith is Check with the root id and configuration a proxy-wasm module
+// is started with.
+func CheckWith(ctx context.Context, wasm []byte, o CheckOptions) *Report {
 	r := &Report{}
 	f := &Filter{name: "check", path: "the module", timeout: DefaultTimeout, initTimeout: DefaultInitTimeout,
 		maxPages: DefaultMaxMemoryPages, maxIdle: 1, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -50,7 +65,7 @@ func Check(ctx context.Context, wasm []byte) *Report {
 		return r
 	}
 	if r.ProxyWasm = pwVersion(cm); r.ProxyWasm != "" {
-		f.pw = &pwConfig{}
+		f.pw = &pwConfig{rootID: o.RootID, config: o.Configuration}
 	}
 	wasi, err := instantiateHost(ctx, f.rt, f)
 	if err != nil {
@@ -105,7 +120,7 @@ func (r *Report) Print(w io.Writer, name string) {
 	}
 	switch {
 	case r.ProxyWasm != "" && r.Ran:
-		fmt.Fprintf(w, "abi: proxy-wasm %s (started: _initialize/main, proxy_on_vm_start, proxy_on_configure with empty configurations)\n", r.ProxyWasm)
+		fmt.Fprintf(w, "abi: proxy-wasm %s (started: _initialize/main, proxy_on_vm_start, the root context and proxy_on_configure)\n", r.ProxyWasm)
 	case r.ProxyWasm != "":
 		fmt.Fprintf(w, "abi: proxy-wasm %s (not started)\n", r.ProxyWasm)
 	case r.Ran:

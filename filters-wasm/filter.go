@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
 )
@@ -104,6 +106,8 @@ type Config struct {
 	// (default DefaultMaxCallouts).
 	Clusters    map[string]string
 	MaxCallouts int
+	// Body lists the bodies the filter gets: BodyRequest, BodyResponse.
+	Body []string
 	// AllowedCapabilities lists the proxy-wasm host functions and
 	// callbacks the filter may use (Envoy's allowed_capabilities); empty:
 	// all. A host function not listed answers INTERNAL_FAILURE (logged); a
@@ -153,10 +157,11 @@ type Filter struct {
 	// Callouts (pw_callout.go): in flight, and their client.
 	callouts   atomic.Int64
 	httpClient *http.Client
-	refs       atomic.Pointer[References] // the App's references, for ref: clusters
-	pw         *pwConfig                  // nil: weft's ABI
-	config     []byte                     // get_config's JSON for versions loaded from now on; under mu
-	data       []byte                     // the current module's bytes, for SetConfig; under mu
+	refs       atomic.Pointer[References]               // the App's references, for ref: clusters
+	sers       atomic.Pointer[extension.Serializations] // the App's, for bodies (pw_body.go)
+	pw         *pwConfig                                // nil: weft's ABI
+	config     []byte                                   // get_config's JSON for versions loaded from now on; under mu
+	data       []byte                                   // the current module's bytes, for SetConfig; under mu
 
 	rt      wazero.Runtime
 	wasi    map[string]api.FunctionDefinition
@@ -210,7 +215,8 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		}
 	case ABIProxyWasm:
 		f.pw = &pwConfig{rootID: c.RootID, config: c.Configuration, vmConfig: c.VMConfiguration,
-			clusters: c.Clusters, maxCallouts: c.MaxCallouts}
+			clusters: c.Clusters, maxCallouts: c.MaxCallouts,
+			reqBody: slices.Contains(c.Body, BodyRequest), respBody: slices.Contains(c.Body, BodyResponse)}
 		if len(c.AllowedCapabilities) > 0 {
 			f.pw.allowed = map[string]bool{}
 			for _, name := range c.AllowedCapabilities {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
 )
@@ -51,6 +53,15 @@ func TestProxyWasmASHeaders(t *testing.T) {
 	testProxyHeaders(t, buildProxyAS(t, t.TempDir(), "headers"), "as_headers")
 }
 
+// Shared data and a tick on the AssemblyScript SDK (assembly/counter.ts):
+// its CAS increments lose nothing under 8 callers, its 20 ms tick counts
+// in a guest counter.
+func TestProxyWasmASSharedDataAndTick(t *testing.T) {
+	path := buildProxyAS(t, t.TempDir(), "counter")
+	t.Run("shared-data-cas", func(t *testing.T) { testProxySharedCAS(t, path, "counter") })
+	t.Run("tick-metric", func(t *testing.T) { testProxyTick(t, path, "counter") })
+}
+
 // The same filters written on proxy-wasm-go-sdk's API and built with Go's
 // own compiler (testdata/proxywasm-go, wasmexport.go rewriting the SDK's
 // TinyGo pragmas): headers, send_local_response, properties, an HTTP
@@ -59,8 +70,8 @@ func TestProxyWasmGoSDK(t *testing.T) {
 	paths := buildProxyGo(t, t.TempDir(), "headers", "authcall", "counter")
 	t.Run("headers", func(t *testing.T) { testProxyHeaders(t, paths["headers"], "go_headers") })
 	t.Run("http-callout", func(t *testing.T) { testProxyHTTPCallout(t, paths["authcall"]) })
-	t.Run("shared-data-cas", func(t *testing.T) { testProxySharedCAS(t, paths["counter"]) })
-	t.Run("tick-metric", func(t *testing.T) { testProxyTick(t, paths["counter"]) })
+	t.Run("shared-data-cas", func(t *testing.T) { testProxySharedCAS(t, paths["counter"], "") })
+	t.Run("tick-metric", func(t *testing.T) { testProxyTick(t, paths["counter"], "") })
 }
 
 // buildProxyGo builds the named filters of testdata/proxywasm-go into dir
@@ -248,12 +259,12 @@ func mustRead(t testing.TB, path string) []byte {
 // the token it read (again on CAS_MISMATCH), lose no increment; a second
 // filter with another vm_id counts apart, one with the same vm_id shares.
 func TestProxyWasmSharedDataCAS(t *testing.T) {
-	testProxySharedCAS(t, buildWAT(t, t.TempDir(), "proxywasm_cas", ""))
+	testProxySharedCAS(t, buildWAT(t, t.TempDir(), "proxywasm_cas", ""), "")
 }
 
-func testProxySharedCAS(t *testing.T, path string) {
+func testProxySharedCAS(t *testing.T, path, rootID string) {
 	shared := wasmfilter.NewSharedData()
-	f := newFilter(t, path, wasmfilter.Config{Name: "cas", ABI: wasmfilter.ABIProxyWasm, VMID: "limits", Shared: shared})
+	f := newFilter(t, path, wasmfilter.Config{Name: "cas", ABI: wasmfilter.ABIProxyWasm, RootID: rootID, VMID: "limits", Shared: shared})
 	ep := newEndpoint()
 	const callers, each = 8, 200
 	var wg sync.WaitGroup
@@ -291,11 +302,11 @@ func testProxySharedCAS(t *testing.T, path string) {
 	if got, want := count(f), fmt.Sprint(callers*each+1); got != want {
 		t.Fatalf("after %d increments from %d callers the next call counted %s, want %s: increments were lost", callers*each, callers, got, want)
 	}
-	other := newFilter(t, path, wasmfilter.Config{Name: "cas-other", ABI: wasmfilter.ABIProxyWasm, VMID: "other", Shared: shared})
+	other := newFilter(t, path, wasmfilter.Config{Name: "cas-other", ABI: wasmfilter.ABIProxyWasm, RootID: rootID, VMID: "other", Shared: shared})
 	if got := count(other); got != "1" {
 		t.Errorf("a filter with another vm_id counted %s, want 1 (its own space)", got)
 	}
-	same := newFilter(t, path, wasmfilter.Config{Name: "cas-same", ABI: wasmfilter.ABIProxyWasm, VMID: "limits", Shared: shared})
+	same := newFilter(t, path, wasmfilter.Config{Name: "cas-same", ABI: wasmfilter.ABIProxyWasm, RootID: rootID, VMID: "limits", Shared: shared})
 	if got, want := count(same), fmt.Sprint(callers*each+2); got != want {
 		t.Errorf("a filter with the same vm_id counted %s, want %s (the shared space)", got, want)
 	}
@@ -304,13 +315,13 @@ func testProxySharedCAS(t *testing.T, path string) {
 // A root context that sets a tick period gets proxy_on_tick at that period
 // on the filter's idle instances, until the filter closes.
 func TestProxyWasmTick(t *testing.T) {
-	testProxyTick(t, buildWAT(t, t.TempDir(), "proxywasm_tick", ""))
+	testProxyTick(t, buildWAT(t, t.TempDir(), "proxywasm_tick", ""), "")
 }
 
 // testProxyTick runs a filter that counts its 20 ms ticks in the guest
 // counter "ticks".
-func testProxyTick(t *testing.T, path string) {
-	f, err := wasmfilter.New(context.Background(), wasmfilter.Config{Name: "ticker", Path: path, ABI: wasmfilter.ABIProxyWasm, Log: quiet})
+func testProxyTick(t *testing.T, path, rootID string) {
+	f, err := wasmfilter.New(context.Background(), wasmfilter.Config{Name: "ticker", Path: path, ABI: wasmfilter.ABIProxyWasm, RootID: rootID, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,4 +654,110 @@ func guestMetric(f *wasmfilter.Filter, name string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Hostile proxy-wasm guests, one for each callback a call runs and each way
+// of failing, under a 20 ms deadline: a guest looping in
+// proxy_on_context_create, _request_headers, _request_body or
+// _response_headers fails the call with a timeout; one looping in
+// proxy_on_done, _log or _delete (the call's outcome decided before them)
+// returns that outcome; a trap or a memory bomb fails the call at once; bad
+// pointers, a callout storm and a shared-data flood get their statuses and
+// the call goes through. Each ends within the deadline + 5 ms (the median
+// of its repeats, past what a correct host costs on this machine now,
+// measured alongside as in TestLoopDeadlinePrecision: a spinning goroutine
+// stopped by a timer, and a call whose guest traps at once, the failure's
+// path without the stop), and the filter's memory stays within its
+// instances' caps.
+func TestProxyWasmHostileDeadline(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm", "")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(time.Second) }))
+	defer up.Close()
+	const deadline = 20 * time.Millisecond
+	const repeats = 7
+	const target = 5 * time.Millisecond
+	const pages = 64
+	cases := []struct {
+		mode  string
+		fails bool // the call fails, with code want
+		want  kernel.Code
+		// slow: a guest that does much (a memory bomb, a flood) may also
+		// be stopped at the deadline on a slow machine (-race): a timeout
+		// is an answer too.
+		slow bool
+	}{
+		{"A", true, kernel.CodeTimeout, false},
+		{"l", true, kernel.CodeTimeout, false},
+		{"Y", true, kernel.CodeTimeout, false},
+		{"R", true, kernel.CodeTimeout, false},
+		{"D", false, 0, false},
+		{"L", false, 0, false},
+		{"E", false, 0, false},
+		{"t", true, kernel.CodeUnknown, false},
+		{"T", true, kernel.CodeUnknown, false},
+		{"g", true, kernel.CodeUnknown, true},
+		{"M", true, kernel.CodeUnknown, true},
+		{"b", false, 0, false},
+		{"x", false, 0, false},
+		{"f", false, 0, true},
+	}
+	trapper := newFilter(t, path, wasmfilter.Config{Name: "pw-hostile-trap", ABI: wasmfilter.ABIProxyWasm, Configuration: []byte("t")})
+	trapCost := func() time.Duration {
+		waitFor(t, 5*time.Second, func() bool { return trapper.Stats().Idle >= 1 })
+		start := time.Now()
+		if _, err := trapper.Invoke(context.Background(), newEndpoint(), kernel.NewInvocation("sayHello")); err == nil {
+			t.Fatal("the trapping guest's call succeeded")
+		}
+		return time.Since(start)
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			f := newFilter(t, path, wasmfilter.Config{Name: "pw-hostile-" + tc.mode, ABI: wasmfilter.ABIProxyWasm,
+				Configuration: []byte(tc.mode), MaxMemoryPages: pages, VMID: "hostile-" + tc.mode,
+				Clusters: map[string]string{"up": up.URL}, MaxCallouts: 4, Body: []string{wasmfilter.BodyRequest}})
+			// A Triple IDL call: its request body is its message, made
+			// without a serialization.
+			ep := newEndpoint()
+			ep.url = kernel.NewURL("tri", "127.0.0.1", 50051, "org.example.Greeter", map[string]string{kernel.KeySide: kernel.SideProvider})
+			var excess []time.Duration
+			for range repeats {
+				waitFor(t, 5*time.Second, func() bool { return f.Stats().Idle >= 1 })
+				base := timerLateness(deadline, false) + trapCost()
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				start := time.Now()
+				_, err := f.Invoke(ctx, ep, kernel.NewInvocation("sayHello", wrapperspb.String("world")))
+				took := time.Since(start)
+				cancel()
+				timedOut := tc.slow && err != nil && kernel.CodeOf(err) == kernel.CodeTimeout
+				if got := kernel.CodeOf(err); !timedOut && (tc.fails != (err != nil) || err != nil && got != tc.want) {
+					t.Fatalf("mode %s: err %v (code %v), want code %v", tc.mode, err, got, tc.want)
+				}
+				excess = append(excess, took-deadline-base)
+			}
+			xs := spreadOf(excess)
+			t.Logf("mode %s: time past the deadline, less a timer's lateness and a failed call now: %v", tc.mode, xs)
+			// Under -race a memory bomb's grows and its discarded
+			// megabytes cost the race detector's bookkeeping, which the
+			// trapping baseline (2 pages) does not show.
+			if xs.median > target && !(raceEnabled && tc.slow) {
+				t.Errorf("mode %s: calls ended %v past their %v deadline (median of %d), over %v", tc.mode, xs.median, deadline, repeats, target)
+			}
+			if st := f.Stats(); st.MemoryBytes > int64(st.Live)*pages*65536 {
+				t.Errorf("mode %s: %d bytes of guest memory in %d instances, over their cap of %d pages each", tc.mode, st.MemoryBytes, st.Live, pages)
+			}
+		})
+	}
+}
+
+// weft wasm check starts a proxy-wasm module as a filter would: an SDK
+// filter registered under a root id starts only when given it
+// (CheckOptions.RootID, the CLI's -root-id), and says why otherwise.
+func TestProxyWasmCheckRootID(t *testing.T) {
+	b := mustRead(t, buildProxyAS(t, t.TempDir(), "headers"))
+	if r := wasmfilter.Check(context.Background(), b); r.Valid() || len(r.Problems) == 0 {
+		t.Fatalf("checked without its root id: %+v; want a problem (the SDK aborts on an unknown root id)", r.Problems)
+	}
+	if r := wasmfilter.CheckWith(context.Background(), b, wasmfilter.CheckOptions{RootID: "as_headers"}); !r.Valid() || !r.Ran {
+		t.Fatalf("checked with root id as_headers: ran %v, problems %v", r.Ran, r.Problems)
+	}
 }

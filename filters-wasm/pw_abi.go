@@ -109,6 +109,8 @@ const (
 	pwOnVMStart          = "proxy_on_vm_start"
 	pwOnConfigure        = "proxy_on_configure"
 	pwOnRequestHeaders   = "proxy_on_request_headers"
+	pwOnRequestBody      = "proxy_on_request_body"
+	pwOnResponseBody     = "proxy_on_response_body"
 	pwOnResponseHeaders  = "proxy_on_response_headers"
 	pwOnResponseTrailers = "proxy_on_response_trailers"
 	pwOnDone             = "proxy_on_done"
@@ -151,6 +153,8 @@ var pwCallbacks = map[string]signature{
 	pwOnTick:             sig(i32s(1)),
 	pwOnHTTPCallResponse: sig(i32s(5)),
 	pwOnQueueReady:       sig(i32s(2)),
+	pwOnRequestBody:      sig(i32s(3), i32),
+	pwOnResponseBody:     sig(i32s(3), i32),
 }
 
 // pwHostSignatures are the host functions of module env: the union of ABI

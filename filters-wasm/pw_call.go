@@ -20,6 +20,8 @@ type pwConfig struct {
 	config, vmConfig []byte
 	clusters         map[string]string // upstream name -> base URL, for proxy_http_call
 	maxCallouts      int
+	// reqBody, respBody: the body callbacks run (Config.Body).
+	reqBody, respBody bool
 	// allowed is allowed_capabilities: the host functions and callbacks
 	// the filter may use; nil: all.
 	allowed map[string]bool
@@ -44,6 +46,7 @@ type pwInstance struct {
 	version string
 	onContextCreate, onVMStart, onConfigure, onRequestHeaders, onResponseHeaders,
 	onResponseTrailers, onDone, onLog, onDelete, onTick, onHTTPCallResponse, onQueueReady api.Function
+	onRequestBody, onResponseBody api.Function
 
 	nextID    uint32 // the next stream context's id
 	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
@@ -59,6 +62,7 @@ type pwInstance struct {
 	props            map[string]string
 	uv               urlView // the call's URL as the header view shows it
 	timeoutBuf       []byte  // the grpc-timeout header's bytes (pwRequestHeaders)
+	body             pwBody  // the body of the callback running (pw_body.go)
 
 	// Callouts of the call (pw_callout.go): answers come on events (made
 	// at the call's first callout), pending counts those not answered
@@ -91,6 +95,8 @@ func newPWInstance(mod api.Module, version string, c *pwConfig) *pwInstance {
 		onTick:             export(pwOnTick),
 		onHTTPCallResponse: export(pwOnHTTPCallResponse),
 		onQueueReady:       export(pwOnQueueReady),
+		onRequestBody:      export(pwOnRequestBody),
+		onResponseBody:     export(pwOnResponseBody),
 	}
 }
 
@@ -289,13 +295,20 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if _, err := in.pwCall(ctx, p.onContextCreate, pwOnContextCreate, p.ctxID, pwRootID); err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
-	act, err := in.pwHeadersCall(ctx, p.onRequestHeaders, pwOnRequestHeaders, in.pwRequestCount(), true)
+	reqBody := f.pw.reqBody && p.onRequestBody != nil
+	act, err := in.pwHeadersCall(ctx, p.onRequestHeaders, pwOnRequestHeaders, in.pwRequestCount(), !reqBody)
 	if err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
 	rej, err := in.await(ctx, act, pwOnRequestHeaders)
 	if err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
+	}
+	var args []any
+	if rej == nil && reqBody {
+		if args, rej, err = in.pwBodyCall(ctx, p.onRequestBody, pwOnRequestBody, pwBufRequestBody, inv.Args); err != nil {
+			return f.pwFailed(ctx, v, in, err, next, inv)
+		}
 	}
 	if rej != nil {
 		in.pwDone(ctx)
@@ -305,17 +318,25 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	if p.req.dirty {
 		applyAttachments(p.req.kv, inv.Attachments, inv.SetAttachment, inv.RemoveAttachment)
 	}
+	if args != nil {
+		inv.Args = args
+	}
 	// The timer armed above stays armed while the rest of the chain runs:
 	// if the deadline passes meanwhile, the response's callbacks could not
 	// run anyway (notRun) and the instance would go all the same.
 	res, callErr := next.Invoke(ctx, inv)
 	in.respond(res, callErr)
-	if p.onResponseHeaders != nil || p.onResponseTrailers != nil {
+	respBody := f.pw.respBody && p.onResponseBody != nil && callErr == nil
+	var value []any
+	if p.onResponseHeaders != nil || p.onResponseTrailers != nil || respBody {
 		n := 2 + countAttachments(res.Attachments)
 		act, err := in.pwHeadersCall(ctx, p.onResponseHeaders, pwOnResponseHeaders, n, false)
 		var rej error
 		if err == nil {
 			rej, err = in.await(ctx, act, pwOnResponseHeaders)
+		}
+		if err == nil && rej == nil && respBody {
+			value, rej, err = in.pwBodyCall(ctx, p.onResponseBody, pwOnResponseBody, pwBufResponseBody, []any{res.Value})
 		}
 		if err == nil && rej != nil {
 			in.res, in.callErr = kernel.Result{}, rej
@@ -345,6 +366,9 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 			return f.pwFailed(ctx, v, in, err, next, inv)
 		}
 		if in.callErr == callErr {
+			if value != nil {
+				in.res.Value = value[0]
+			}
 			in.pwApplyResponse()
 		}
 	}

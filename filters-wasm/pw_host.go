@@ -50,6 +50,7 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_get_current_time_nanoseconds", pwNow)
 	def("proxy_get_buffer_bytes", pwGetBufferBytes)
 	def("proxy_get_buffer_status", pwGetBufferStatus)
+	def("proxy_set_buffer_bytes", pwSetBufferBytes)
 	def("proxy_get_configuration", pwGetConfiguration)
 	def("proxy_get_header_map_pairs", pwGetHeaderMapPairs)
 	def("proxy_set_header_map_pairs", pwSetHeaderMapPairs)
@@ -179,7 +180,8 @@ func pwReturn(in *instance, ctx context.Context, ptrPtr, lenPtr uint32, data []b
 }
 
 // pwBuffer is a buffer proxy_get_buffer_bytes reads: the VM's and the
-// plugin's configuration. Bodies are not offered (no body callbacks run).
+// plugin's configuration, a callout's answer, and the body of the body
+// callback running.
 func pwBuffer(in *instance, typ uint32) ([]byte, bool) {
 	if in == nil || in.pw == nil {
 		return nil, false
@@ -189,6 +191,11 @@ func pwBuffer(in *instance, typ uint32) ([]byte, bool) {
 		return in.f.pw.vmConfig, true
 	case pwBufPluginConfig:
 		return in.f.pw.config, true
+	case pwBufRequestBody, pwBufResponseBody:
+		if in.pw.body.data == nil || in.pw.body.typ != typ {
+			return nil, false
+		}
+		return in.pw.body.data, true
 	case pwBufHTTPCallBody:
 		if in.pw.answer == nil {
 			return nil, false

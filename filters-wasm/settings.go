@@ -84,6 +84,10 @@ type FilterSettings struct {
 	// weft-ABI filter: the v1.1 host functions it may call (v1's are
 	// always allowed); one not listed answers REFUSED, with a log line.
 	AllowedCapabilities []string `koanf:"allowed_capabilities"`
+	// Body lists the bodies a proxy-wasm filter gets, "request" and/or
+	// "response" (default none: the headers callbacks get end_of_stream
+	// and no body callback runs, since a body costs a serialization).
+	Body []string `koanf:"body"`
 }
 
 // pluginBytes is a proxy-wasm configuration value as the guest gets it.
@@ -125,12 +129,18 @@ func (s Settings) Validate() []error {
 			for _, k := range []struct {
 				key string
 				set bool
-			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""}} {
+			}{{"configuration", fc.Configuration != nil}, {"vm_configuration", fc.VMConfiguration != nil}, {"root_id", fc.RootID != ""},
+				{"body", len(fc.Body) > 0}} {
 				if k.set {
 					errs = append(errs, fmt.Errorf("%s.%s: a proxy-wasm setting on a filter of weft's ABI; set abi: proxy-wasm, or give a weft-ABI filter its settings under config", path, k.key))
 				}
 			}
 		case ABIProxyWasm:
+			for i, b := range fc.Body {
+				if b != BodyRequest && b != BodyResponse {
+					errs = append(errs, fmt.Errorf("%s.body[%d]: %q is not a body; known: %s, %s; e.g. body: [request]", path, i, b, BodyRequest, BodyResponse))
+				}
+			}
 			if len(fc.Config) > 0 {
 				errs = append(errs, fmt.Errorf("%s.config: a proxy-wasm filter gets its settings from configuration (proxy_on_configure), not config (weft's get_config); rename the key", path))
 			}
@@ -263,7 +273,7 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			MaxInstances: fc.MaxInstances, Log: log, Counters: counters, Shared: shared,
 			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
 			Configuration: cfg, VMConfiguration: vmCfg, Clusters: fc.Clusters, MaxCallouts: fc.MaxCallouts,
-			AllowedCapabilities: fc.AllowedCapabilities,
+			AllowedCapabilities: fc.AllowedCapabilities, Body: fc.Body,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))

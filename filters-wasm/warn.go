@@ -20,6 +20,7 @@ const (
 	warnCallout                       // a proxy-wasm callout failed
 	warnRefused                       // a proxy-wasm guest called a host function not in allowed_capabilities
 	warnBackoff                       // calls failed while new instances wait (crash-loop back-off)
+	warnBody                          // a proxy-wasm body replacement refused
 	numWarnKinds
 )
 

@@ -172,7 +172,7 @@ func TestWasmConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, pathh: x}}}", noop),
-			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: abi, allowed_capabilities, clusters, config, configuration, fail_open, groups, keys, max_callouts, max_instances, max_memory_pages, order, path, root_id, timeout, vm_configuration, vm_id)"}},
+			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: abi, allowed_capabilities, body, clusters, config, configuration, fail_open, groups, keys, max_callouts, max_instances, max_memory_pages, order, path, root_id, timeout, vm_configuration, vm_id)"}},
 		{"wasm: {filters: {wasm-x: {path: /nonexistent/x.wasm}}}",
 			[]string{"wasm.filters.wasm-x: stat /nonexistent/x.wasm: no such file or directory"}},
 		{"wasm: {filters: {wasm-x: {groups: [provider]}}}",
@@ -191,6 +191,10 @@ func TestWasmConfigErrors(t *testing.T) {
 			[]string{`wasm.filters.wasm-x.abi: "wasi-http" is not known: want weft (the default) or proxy-wasm`}},
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, configuration: {a: 1}, root_id: r}}}", noop),
 			[]string{"wasm.filters.wasm-x.configuration: a proxy-wasm setting on a filter of weft's ABI", "wasm.filters.wasm-x.root_id"}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, abi: proxy-wasm, body: [requests]}}}", noop),
+			[]string{`wasm.filters.wasm-x.body[0]: "requests" is not a body; known: request, response; e.g. body: [request]`}},
+		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, body: [request]}}}", noop),
+			[]string{"wasm.filters.wasm-x.body: a proxy-wasm setting on a filter of weft's ABI"}},
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, abi: proxy-wasm, config: {a: 1}}}}", noop),
 			[]string{"wasm.filters.wasm-x.config: a proxy-wasm filter gets its settings from configuration"}},
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, abi: proxy-wasm}}}", noop),

@@ -1,7 +1,7 @@
 // Command weft runs weft applications composed from config files.
 //
 //	weft run -c weft.yaml [-c override.yaml ...]   compose and run until SIGINT/SIGTERM
-//	weft wasm check FILE.wasm                      check a WASM filter module against ABI v1
+//	weft wasm check FILE.wasm                      check a WASM filter module (weft ABI v1 or proxy-wasm)
 //	weft ls REGISTRY_URL                           list a registry's services and providers
 //	weft qos HOST:PORT COMMAND [ARGS]              run a QoS command (ls, offline, ready, ...) on an App
 //	weft version                                   print the version
@@ -42,7 +42,7 @@ func usage(w io.Writer) {
   weft invoke URL METHOD '[ARGS]'  make one generic call to a Dubbo provider, print the result as JSON
   weft bench [flags] [URL]        load a Dubbo echo endpoint: qps and latency percentiles
   weft ls REGISTRY_URL            list the services a registry holds and their providers
-  weft wasm check FILE.wasm       check a WASM filter module against weft's ABI v1 (exit 1 if invalid)
+  weft wasm check FILE.wasm       check a WASM filter module (weft ABI v1 or proxy-wasm; exit 1 if invalid)
   weft qos HOST:PORT CMD [ARGS]   run a QoS command on an App (ls, ps, online, offline, ready...; -h for the list)
   weft version                    print weft's version`)
 }

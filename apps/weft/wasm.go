@@ -11,7 +11,7 @@ import (
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 )
 
-const wasmCheckUsage = `usage: weft wasm check [-h] FILE.wasm
+const wasmCheckUsage = `usage: weft wasm check [-h] [-root-id ID] [-configuration TEXT] FILE.wasm
 
 Checks a WASM filter module against weft's ABI v%d (sdk/ABI.md) the way an
 App loads it, so that a module can be checked before it is deployed:
@@ -24,6 +24,12 @@ App loads it, so that a module can be checked before it is deployed:
   - one instance starts in the filter sandbox: _initialize (if exported)
     and weft_abi_version run under the %v start-up limit, and the version
     must be %d.
+A proxy-wasm module (one exporting proxy_abi_version_0_2_1, _0_2_0 or
+_0_1_0) is checked against that ABI instead, and started as a filter with
+abi: proxy-wasm is: _initialize and main, proxy_on_vm_start, then its root
+context with proxy_on_configure; -root-id and -configuration give it the
+filter's root_id and configuration (an SDK that registers its root contexts
+by id does not start without its own).
 It prints the imports, the exports with their roles, the version the module
 reports and a verdict.
 
@@ -31,7 +37,9 @@ Arguments:
   FILE.wasm   the module file
 
 Flags:
-  -h, -help   print this help and exit 0
+  -h, -help            print this help and exit 0
+  -root-id ID          a proxy-wasm module's plugin_root_id (root_id)
+  -configuration TEXT  a proxy-wasm module's plugin configuration
 
 Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.
 `
@@ -60,6 +68,8 @@ func wasmCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("weft wasm check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = usage
+	rootID := fs.String("root-id", "", "a proxy-wasm module's plugin_root_id")
+	configuration := fs.String("configuration", "", "a proxy-wasm module's plugin configuration")
 	if err := fs.Parse(args[1:]); err != nil {
 		// Parse has printed the problem and the usage.
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,7 +88,7 @@ func wasmCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "weft wasm check:", err)
 		return 1
 	}
-	r := wasmfilter.Check(context.Background(), b)
+	r := wasmfilter.CheckWith(context.Background(), b, wasmfilter.CheckOptions{RootID: *rootID, Configuration: []byte(*configuration)})
 	r.Print(stdout, file)
 	if !r.Valid() {
 		return 1

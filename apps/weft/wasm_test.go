@@ -79,7 +79,7 @@ func TestWasmCheckHelp(t *testing.T) {
 		if code := cli(args, &out, &errb); code != 0 {
 			t.Errorf("%v: code %d, want 0\n%s", args, code, errb.String())
 		}
-		for _, want := range []string{"usage: weft wasm check [-h] FILE.wasm", "weft_on_request", "FILE.wasm   the module file",
+		for _, want := range []string{"usage: weft wasm check [-h] [-root-id ID] [-configuration TEXT] FILE.wasm", "weft_on_request", "FILE.wasm   the module file",
 			"-h, -help", "Exit status: 0 valid, 1 invalid or unreadable, 2 usage error", "512 pages", "5s start-up limit"} {
 			if !strings.Contains(errb.String(), want) {
 				t.Errorf("%v: usage lacks %q:\n%s", args, want, errb.String())
@@ -100,7 +100,7 @@ func TestWasmCheckHelp(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) ||
-			!strings.Contains(errb.String(), "usage: weft wasm check [-h] FILE.wasm") {
+			!strings.Contains(errb.String(), "usage: weft wasm check [-h] [-root-id ID] [-configuration TEXT] FILE.wasm") {
 			t.Errorf("%v: code %d, want 2 with %q and the usage:\n%s", c.args, code, c.want, errb.String())
 		}
 	}

@@ -22,6 +22,11 @@
 ;;   c  crash loop: proxy_on_vm_start refuses to start any instance but the
 ;;      first (it marks "started" in shared data), and requests trap, so
 ;;      that every call needs a new instance that cannot start
+;; and in other callbacks (for the hostile-guest deadline test):
+;;   A  loop in proxy_on_context_create
+;;   R  loop in proxy_on_response_headers; T trap there; M memory bomb there
+;;   D  loop in proxy_on_done; L in proxy_on_log; E in proxy_on_delete
+;;   Y  loop in proxy_on_request_body (with body: [request])
 ;; Every mode but t, l, p and g then adds header x-mode with the mode byte.
 (module
   (import "env" "proxy_get_buffer_bytes" (func $get_buffer_bytes (param i32 i32 i32 i32 i32) (result i32)))
@@ -49,7 +54,8 @@
       (then (if (i32.eq (memory.grow (i32.add (i32.shr_u (local.get $n) (i32.const 16)) (i32.const 1))) (i32.const -1))
         (then (return (i32.const 0))))))
     (local.get $p))
-  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_context_create") (param i32 i32)
+    (if (i32.eq (global.get $mode) (i32.const 65)) (then (loop $l (br $l))))) ;; A
   (func (export "proxy_on_vm_start") (param i32 i32) (result i32)
     ;; the configuration is read after this (proxy_on_configure): the crash
     ;; loop's refusal runs there, once the mode is known
@@ -113,7 +119,19 @@
     (i32.store8 (i32.const 2000) (local.get $m))
     (drop (call $add_header (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 2000) (i32.const 1)))
     (i32.const 0))
-  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32) (i32.const 0))
-  (func (export "proxy_on_done") (param i32) (result i32) (i32.const 1))
-  (func (export "proxy_on_log") (param i32))
-  (func (export "proxy_on_delete") (param i32)))
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+    (if (i32.eq (global.get $mode) (i32.const 82)) (then (loop $l (br $l)))) ;; R
+    (if (i32.eq (global.get $mode) (i32.const 84)) (then unreachable)) ;; T
+    (if (i32.eq (global.get $mode) (i32.const 77)) ;; M
+      (then (loop $g (br_if $g (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) unreachable))
+    (i32.const 0))
+  (func (export "proxy_on_done") (param i32) (result i32)
+    (if (i32.eq (global.get $mode) (i32.const 68)) (then (loop $l (br $l)))) ;; D
+    (i32.const 1))
+  (func (export "proxy_on_log") (param i32)
+    (if (i32.eq (global.get $mode) (i32.const 76)) (then (loop $l (br $l))))) ;; L
+  (func (export "proxy_on_delete") (param i32)
+    (if (i32.eq (global.get $mode) (i32.const 69)) (then (loop $l (br $l))))) ;; E
+  (func (export "proxy_on_request_body") (param i32 i32 i32) (result i32)
+    (if (i32.eq (global.get $mode) (i32.const 89)) (then (loop $l (br $l)))) ;; Y
+    (i32.const 0)))

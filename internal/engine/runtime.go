@@ -182,9 +182,12 @@ func New(d Deps) (*Runtime, error) {
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(c.errs...))
 	}
-	// WASM filters' callouts to ref: clusters call the App's references.
+	// WASM filters' callouts to ref: clusters call the App's references;
+	// their bodies are in the App's serializations.
+	sers := NewSerializations(d.Serializations)
 	for _, f := range d.Wasm {
 		f.SetReferences(rt.Reference)
+		f.SetSerializations(sers)
 	}
 	return rt, nil
 }
