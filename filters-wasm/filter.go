@@ -157,6 +157,8 @@ type Filter struct {
 	// Callouts (pw_callout.go): in flight, and their client.
 	callouts   atomic.Int64
 	httpClient *http.Client
+	grpcOnce   sync.Once
+	grpcHTTP   *http.Client                             // gRPC callouts' HTTP/2 client, made at the first (pw_grpc.go)
 	refs       atomic.Pointer[References]               // the App's references, for ref: clusters
 	sers       atomic.Pointer[extension.Serializations] // the App's, for bodies (pw_body.go)
 	pw         *pwConfig                                // nil: weft's ABI
@@ -505,6 +507,10 @@ func (f *Filter) Close() error {
 	// calls, which the App has drained before it closes its plugins.
 	f.stopStarting()
 	f.bg.Wait()
+	f.grpcOnce.Do(func() {}) // none made after Close
+	if f.grpcHTTP != nil {
+		f.grpcHTTP.CloseIdleConnections()
+	}
 	if f.httpClient != nil {
 		f.httpClient.CloseIdleConnections()
 	}

@@ -110,6 +110,10 @@ const (
 	pwOnConfigure        = "proxy_on_configure"
 	pwOnRequestHeaders   = "proxy_on_request_headers"
 	pwOnRequestBody      = "proxy_on_request_body"
+	pwOnGRPCInitial      = "proxy_on_grpc_receive_initial_metadata"
+	pwOnGRPCReceive      = "proxy_on_grpc_receive"
+	pwOnGRPCTrailing     = "proxy_on_grpc_receive_trailing_metadata"
+	pwOnGRPCClose        = "proxy_on_grpc_close"
 	pwOnResponseBody     = "proxy_on_response_body"
 	pwOnResponseHeaders  = "proxy_on_response_headers"
 	pwOnResponseTrailers = "proxy_on_response_trailers"
@@ -154,6 +158,10 @@ var pwCallbacks = map[string]signature{
 	pwOnHTTPCallResponse: sig(i32s(5)),
 	pwOnQueueReady:       sig(i32s(2)),
 	pwOnRequestBody:      sig(i32s(3), i32),
+	pwOnGRPCInitial:      sig(i32s(3)),
+	pwOnGRPCReceive:      sig(i32s(3)),
+	pwOnGRPCTrailing:     sig(i32s(3)),
+	pwOnGRPCClose:        sig(i32s(3)),
 	pwOnResponseBody:     sig(i32s(3), i32),
 }
 

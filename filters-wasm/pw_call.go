@@ -46,7 +46,8 @@ type pwInstance struct {
 	version string
 	onContextCreate, onVMStart, onConfigure, onRequestHeaders, onResponseHeaders,
 	onResponseTrailers, onDone, onLog, onDelete, onTick, onHTTPCallResponse, onQueueReady api.Function
-	onRequestBody, onResponseBody api.Function
+	onRequestBody, onResponseBody                             api.Function
+	onGRPCInitial, onGRPCReceive, onGRPCTrailing, onGRPCClose api.Function
 
 	nextID    uint32 // the next stream context's id
 	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
@@ -97,6 +98,10 @@ func newPWInstance(mod api.Module, version string, c *pwConfig) *pwInstance {
 		onQueueReady:       export(pwOnQueueReady),
 		onRequestBody:      export(pwOnRequestBody),
 		onResponseBody:     export(pwOnResponseBody),
+		onGRPCInitial:      export(pwOnGRPCInitial),
+		onGRPCReceive:      export(pwOnGRPCReceive),
+		onGRPCTrailing:     export(pwOnGRPCTrailing),
+		onGRPCClose:        export(pwOnGRPCClose),
 	}
 }
 

@@ -37,6 +37,12 @@ const (
 // callout is one proxy_http_call in flight, and then its answer.
 type callout struct {
 	token uint32
+	// grpc: a proxy_grpc_call's; then status is its gRPC status, headers
+	// its initial metadata, trailers its trailing metadata, body its
+	// message, msg its grpc-message.
+	grpc     bool
+	trailers []hdr
+	msg      string
 	// atCallDeadline: the callout's deadline is its call's (the guest's
 	// timeout was later), so its running out is the call's timeout.
 	atCallDeadline bool
@@ -65,7 +71,7 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwBadArgument
 		return
 	}
-	f, p := in.f, in.pw
+	f := in.f
 	up, ok1 := in.read(uint32(s[0]), uint32(s[1]))
 	hb, ok2 := in.read(uint32(s[2]), uint32(s[3]))
 	body, ok3 := in.read(uint32(s[4]), uint32(s[5]))
@@ -90,18 +96,28 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwInternalFailure
 		return
 	}
-	timeout := time.Duration(uint32(s[8])) * time.Millisecond
-	if timeout <= 0 {
-		timeout = f.timeout
-	}
-	p.nextToken++
-	c := &callout{token: p.nextToken}
 	do, err := f.calloutFunc(base, hdrs, bytes.Clone(body))
 	if err != nil {
 		f.callouts.Add(-1)
 		s[0] = pwBadArgument
 		return
 	}
+	s[0] = in.pwStartCallout(&callout{}, do, uint32(s[8]), uint32(s[9]))
+}
+
+// pwStartCallout runs do, a callout the filter has counted (takeCallout),
+// in its own goroutine for the call in: its answer comes to await as an
+// event. timeoutMs bounds it (0: the filter's timeout), and the call's
+// deadline; c's token goes to the guest at tokenPtr. It returns the host
+// function's status.
+func (in *instance) pwStartCallout(c *callout, do func(ctx context.Context) (int, []hdr, []byte, error), timeoutMs, tokenPtr uint32) uint64 {
+	f, p := in.f, in.pw
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = f.timeout
+	}
+	p.nextToken++
+	c.token = p.nextToken
 	if p.events == nil {
 		// One channel per call that makes callouts: an answer that comes
 		// after its call ended (the deadline) lands in that call's
@@ -127,11 +143,10 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		default: // its call has gone, with more unread answers than max_callouts
 		}
 	}()
-	if !in.mem.WriteUint32Le(uint32(s[9]), c.token) {
-		s[0] = pwInvalidMemoryAccess
-		return
+	if !in.mem.WriteUint32Le(tokenPtr, c.token) {
+		return pwInvalidMemoryAccess
 	}
-	s[0] = pwOK
+	return pwOK
 }
 
 // takeCallout counts one more callout of the filter in flight, unless max
@@ -335,6 +350,13 @@ func (in *instance) await(ctx context.Context, act uint32, what string) (rej, er
 			// timed out, whatever the filter would make of an empty
 			// answer (the two timers fire in either order).
 			return kernel.Wrap(kernel.CodeTimeout, context.DeadlineExceeded, "wasm filter %q: the call's deadline passed while it waited for its callouts (%s paused it)", in.f.name, what), nil
+		}
+		if c.grpc {
+			if err := in.pwGRPCAnswer(ctx, c); err != nil {
+				return nil, err
+			}
+			act = pwPause
+			continue
 		}
 		p.answer = c
 		nh, nb := uint32(len(c.headers)), uint32(len(c.body))

@@ -76,6 +76,8 @@ func pwHostModule(rt wazero.Runtime, f *Filter) wazero.HostModuleBuilder {
 	def("proxy_get_metric", pwGetMetric)
 	def("proxy_set_tick_period_milliseconds", pwSetTickPeriod)
 	def("proxy_http_call", pwHTTPCall)
+	def("proxy_grpc_call", pwGRPCCall)
+	def("proxy_get_status", pwGetStatus)
 	def("proxy_register_shared_queue", pwRegisterQueue)
 	def("proxy_resolve_shared_queue", pwResolveQueue)
 	def("proxy_enqueue_shared_queue", pwEnqueue)
@@ -196,8 +198,13 @@ func pwBuffer(in *instance, typ uint32) ([]byte, bool) {
 			return nil, false
 		}
 		return in.pw.body.data, true
+	case pwBufGRPCReceive:
+		if in.pw.answer == nil || !in.pw.answer.grpc {
+			return nil, false
+		}
+		return in.pw.answer.body, true
 	case pwBufHTTPCallBody:
-		if in.pw.answer == nil {
+		if in.pw.answer == nil || in.pw.answer.grpc {
 			return nil, false
 		}
 		return in.pw.answer.body, true
@@ -273,8 +280,17 @@ func pwMap(in *instance, typ uint32) *headerView {
 	case pwMapRequestTrailers:
 		p.reqTrailers.built = true
 		return &p.reqTrailers
+	case pwMapGRPCInitial, pwMapGRPCTrailing:
+		if p.answer == nil || !p.answer.grpc {
+			return nil
+		}
+		v := &headerView{built: true, kv: p.answer.headers}
+		if typ == pwMapGRPCTrailing {
+			v.kv = p.answer.trailers
+		}
+		return v
 	case pwMapCallHeaders, pwMapCallTrailers:
-		if p.answer == nil {
+		if p.answer == nil || p.answer.grpc {
 			return nil
 		}
 		v := &headerView{built: true}
