@@ -761,3 +761,44 @@ func TestProxyWasmCheckRootID(t *testing.T) {
 		t.Fatalf("checked with root id as_headers: ran %v, problems %v", r.Ran, r.Problems)
 	}
 }
+
+// Callouts from proxy_on_tick, as filters refresh a key set on a timer
+// (testdata/proxywasm_tickcall.wat): the root context calls an HTTP server
+// every 20 ms, its answer handler stores the key in shared data, and calls
+// see keys that change as the server's do.
+func TestProxyWasmTickCallout(t *testing.T) {
+	path := buildWAT(t, t.TempDir(), "proxywasm_tickcall", "")
+	var n atomic.Int32
+	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/key" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Header().Set("x-key", fmt.Sprintf("k-%d", n.Add(1)))
+	}))
+	defer keys.Close()
+	f := newFilter(t, path, wasmfilter.Config{Name: "pw-tickcall", ABI: wasmfilter.ABIProxyWasm, VMID: "tickcall",
+		Clusters: map[string]string{"keys": keys.URL}})
+	key := func() string {
+		var got any
+		ep := newEndpoint()
+		ep.seen = func(inv *kernel.Invocation) { got = inv.Attachments()["x-key"] }
+		if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := got.(string)
+		return s
+	}
+	var first string
+	waitFor(t, 5*time.Second, func() bool { first = key(); return first != "" })
+	waitFor(t, 5*time.Second, func() bool { k := key(); return k != "" && k != first })
+	if st := f.Stats(); st.Failures != 0 {
+		t.Errorf("stats %+v: the ticks' callouts cost instances", st)
+	}
+	f.Close()
+	asked := n.Load()
+	time.Sleep(100 * time.Millisecond)
+	if m := n.Load(); m != asked {
+		t.Errorf("the key server was asked %d more times after Close", m-asked)
+	}
+}

@@ -64,6 +64,7 @@ type pwInstance struct {
 	uv               urlView // the call's URL as the header view shows it
 	timeoutBuf       []byte  // the grpc-timeout header's bytes (pwRequestHeaders)
 	body             pwBody  // the body of the callback running (pw_body.go)
+	inTick           bool    // proxy_on_tick runs, or its callouts' answers (pw_tick.go)
 
 	// Callouts of the call (pw_callout.go): answers come on events (made
 	// at the call's first callout), pending counts those not answered

@@ -65,9 +65,7 @@ func newCalloutClient() *http.Client {
 // pwHTTPCall is proxy_http_call(upstream_p, upstream_n, headers_p,
 // headers_n, body_p, body_n, trailers_p, trailers_n, timeout_ms, *token).
 func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
-	if in == nil || in.pw == nil || in.inv == nil {
-		// Outside a call (a tick, the start-up) there is no call to pause
-		// and resume: not offered there yet.
+	if !in.pwCanCallOut() {
 		s[0] = pwBadArgument
 		return
 	}
@@ -147,6 +145,14 @@ func (in *instance) pwStartCallout(c *callout, do func(ctx context.Context) (int
 		return pwInvalidMemoryAccess
 	}
 	return pwOK
+}
+
+// pwCanCallOut says whether the instance's guest may make a callout now:
+// in a call's callbacks (the call waits for it) or in proxy_on_tick (the
+// tick's round does, pw_tick.go); not at start-up, where nothing would
+// hand it the answer.
+func (in *instance) pwCanCallOut() bool {
+	return in != nil && in.pw != nil && (in.inv != nil || in.pw.inTick)
 }
 
 // takeCallout counts one more callout of the filter in flight, unless max
@@ -358,19 +364,26 @@ func (in *instance) await(ctx context.Context, act uint32, what string) (rej, er
 			act = pwPause
 			continue
 		}
-		p.answer = c
-		nh, nb := uint32(len(c.headers)), uint32(len(c.body))
-		if c.err != nil {
-			in.f.warn(warnCallout, "weft: proxy-wasm filter's callout failed; the filter gets an empty answer", "error", c.err.Error())
-			nh, nb = 0, 0
-		}
-		_, err := in.pwCall(ctx, p.onHTTPCallResponse, pwOnHTTPCallResponse, pwRootID, c.token, nh, nb, 0)
-		p.answer = nil
-		if err != nil {
+		if err := in.pwHTTPAnswer(ctx, c); err != nil {
 			return nil, err
 		}
 		act = pwPause // the call stays paused until the guest says otherwise
 	}
+}
+
+// pwHTTPAnswer hands an HTTP callout's answer to the guest's root context
+// (proxy_on_http_call_response); a failed callout is an empty answer.
+func (in *instance) pwHTTPAnswer(ctx context.Context, c *callout) error {
+	p := in.pw
+	p.answer = c
+	defer func() { p.answer = nil }()
+	nh, nb := uint32(len(c.headers)), uint32(len(c.body))
+	if c.err != nil {
+		in.f.warn(warnCallout, "weft: proxy-wasm filter's callout failed; the filter gets an empty answer", "error", c.err.Error())
+		nh, nb = 0, 0
+	}
+	_, err := in.pwCall(ctx, p.onHTTPCallResponse, pwOnHTTPCallResponse, pwRootID, c.token, nh, nb, 0)
+	return err
 }
 
 // verdictNoPause is verdict for the answers that end a pause: a local

@@ -66,8 +66,8 @@ func newGRPCClient() *http.Client {
 // service_n, method_p, method_n, metadata_p, metadata_n, message_p,
 // message_n, timeout_ms, *token).
 func pwGRPCCall(h *host, in *instance, ctx context.Context, s []uint64) {
-	if in == nil || in.pw == nil || in.inv == nil {
-		s[0] = pwBadArgument // outside a call there is no call to pause and resume
+	if !in.pwCanCallOut() {
+		s[0] = pwBadArgument
 		return
 	}
 	f := in.f

@@ -267,10 +267,13 @@ type hdr struct{ k, v string }
 // pwMap returns the header map of typ for the call in, building it; nil
 // when the call has none of that type now.
 func pwMap(in *instance, typ uint32) *headerView {
-	if in == nil || in.pw == nil || in.inv == nil {
+	if in == nil || in.pw == nil {
 		return nil
 	}
 	p := in.pw
+	if in.inv == nil && typ <= pwMapResponseTrailers {
+		return nil // a tick's: no call
+	}
 	switch typ {
 	case pwMapRequestHeaders:
 		if !p.req.built {

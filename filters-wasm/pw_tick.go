@@ -62,7 +62,7 @@ func (f *Filter) tickLoop() {
 			}
 			var err error
 			if in.pw != nil {
-				_, err = in.pwCall(context.Background(), in.pw.onTick, pwOnTick, pwRootID)
+				err = in.pwTick()
 			} else if in.onTick != nil {
 				_, err = in.call(context.Background(), in.onTick, exportOnTick)
 			}
@@ -73,6 +73,52 @@ func (f *Filter) tickLoop() {
 			v.put(in)
 		}
 	}
+}
+
+// pwTick runs proxy_on_tick on the instance, then hands its root context
+// the answers of the callouts it made (proxy_http_call, proxy_grpc_call:
+// a key set refreshed on a timer), waiting for them up to the filter's
+// timeout; the instance is held, and the round's next ticks wait, until
+// then. Callouts still out at that bound are cancelled (a warning, not
+// the guest's failure); so are those of a filter closing.
+func (in *instance) pwTick() error {
+	p := in.pw
+	p.ctx, p.inTick = context.Background(), true
+	defer func() {
+		p.inTick = false
+		p.end()
+	}()
+	if _, err := in.pwCall(p.ctx, p.onTick, pwOnTick, pwRootID); err != nil {
+		return err
+	}
+	if p.pending == 0 {
+		return nil
+	}
+	bound := time.NewTimer(in.f.timeout)
+	defer bound.Stop()
+	for p.pending > 0 {
+		var c *callout
+		select {
+		case c = <-p.events:
+		case <-bound.C:
+			in.f.warn(warnCallout, "weft: proxy-wasm filter's callouts from proxy_on_tick did not answer within the filter's timeout; they were cancelled",
+				"pending", p.pending, "timeout", in.f.timeout)
+			return nil
+		case <-in.f.tickStop:
+			return nil
+		}
+		p.pending--
+		var err error
+		if c.grpc {
+			err = in.pwGRPCAnswer(p.ctx, c)
+		} else {
+			err = in.pwHTTPAnswer(p.ctx, c)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // idleCount is the number of idle instances now.
