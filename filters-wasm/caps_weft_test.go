@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -350,20 +347,11 @@ func TestWeftCapsSettings(t *testing.T) {
 // The SDKs' http_call (example authcall of each SDK): a filter built with
 // the SDK asks an HTTP server whether the caller may go on.
 func TestSDKCallout(t *testing.T) {
-	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"rust", "/usr/bin/rustc"}, {"assemblyscript", "npm"}, {"c", "clang"}} {
+	for _, sdk := range sdkToolchains {
 		t.Run(sdk.name, func(t *testing.T) {
-			if _, err := exec.LookPath(sdk.tool); err != nil {
-				if os.Getenv("CI") != "" {
-					t.Fatalf("%s is not installed but CI is set", sdk.tool)
-				}
-				t.Skipf("%s is not installed", sdk.tool)
-			}
-			dir := t.TempDir()
-			if out, err := exec.Command("bash", filepath.Join("..", "sdk", sdk.name, "build.sh"), dir, "authcall").CombinedOutput(); err != nil {
-				t.Fatalf("sdk/%s/build.sh authcall: %v\n%s", sdk.name, err, out)
-			}
+			path := buildSDKExample(t, sdk.name, sdk.tool, "authcall")
 			auth := newAuthServer(t)
-			f := newFilter(t, filepath.Join(dir, "authcall.wasm"), wasmfilter.Config{Name: "authcall-" + sdk.name, MaxMemoryPages: 256,
+			f := newFilter(t, path, wasmfilter.Config{Name: "authcall-" + sdk.name, MaxMemoryPages: 256,
 				Clusters: map[string]string{"auth": auth.URL}})
 			seen, err := calloutCall(within(5*time.Second), f, "x-user", "alice")
 			if err != nil || seen["x-role"] != "admin" {

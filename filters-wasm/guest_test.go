@@ -66,3 +66,24 @@ func (e *endpoint) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	}
 	return kernel.Result{Value: map[string]any{"greeting": "hello"}}, nil
 }
+
+// sdkToolchains are weft's SDKs (sdk/<name>) and the tool each builds with.
+var sdkToolchains = []struct{ name, tool string }{{"go", "go"}, {"rust", "/usr/bin/rustc"}, {"assemblyscript", "npm"}, {"c", "clang"}}
+
+// buildSDKExample builds examples/<example> of sdk/<sdk> with its build.sh
+// into a temporary folder; without tool the test is skipped on a
+// developer's machine and fails under CI.
+func buildSDKExample(t *testing.T, sdk, tool, example string) string {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed but CI is set", tool)
+		}
+		t.Skipf("%s is not installed", tool)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("bash", filepath.Join("..", "sdk", sdk, "build.sh"), dir, example).CombinedOutput(); err != nil {
+		t.Fatalf("sdk/%s/build.sh %s: %v\n%s", sdk, example, err, out)
+	}
+	return filepath.Join(dir, example+".wasm")
+}

@@ -585,23 +585,13 @@ func TestWeftABICapabilities(t *testing.T) {
 	}
 }
 
-// The SDKs' v1.1 functions (sdk/go, sdk/assemblyscript and sdk/c,
-// examples/sharedcount): a filter built with each counts calls across its
+// The SDKs' v1.1 functions (examples/sharedcount of sdk/go, rust,
+// assemblyscript and c): a filter built with each counts calls across its
 // instances in shared data with compare-and-swap, and in a guest metric.
 func TestSDKSharedData(t *testing.T) {
-	for _, sdk := range []struct{ name, tool string }{{"go", "go"}, {"assemblyscript", "npm"}, {"c", "clang"}, {"rust", "/usr/bin/rustc"}} {
+	for _, sdk := range sdkToolchains {
 		t.Run(sdk.name, func(t *testing.T) {
-			if _, err := exec.LookPath(sdk.tool); err != nil {
-				if os.Getenv("CI") != "" {
-					t.Fatalf("%s is not installed but CI is set", sdk.tool)
-				}
-				t.Skipf("%s is not installed", sdk.tool)
-			}
-			dir := t.TempDir()
-			if out, err := exec.Command("bash", filepath.Join("..", "sdk", sdk.name, "build.sh"), dir, "sharedcount").CombinedOutput(); err != nil {
-				t.Fatalf("sdk/%s/build.sh sharedcount: %v\n%s", sdk.name, err, out)
-			}
-			testSharedCount(t, filepath.Join(dir, "sharedcount.wasm"))
+			testSharedCount(t, buildSDKExample(t, sdk.name, sdk.tool, "sharedcount"))
 		})
 	}
 }

@@ -89,8 +89,7 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwParseFailure
 		return
 	}
-	if !f.takeCallout(f.pw.maxCallouts) {
-		f.warn(warnUnimplemented, "weft: proxy-wasm filter has max_callouts callouts in flight; one more was refused", "max_callouts", f.pw.maxCallouts)
+	if !f.pwTakeCallout() {
 		s[0] = pwInternalFailure
 		return
 	}
@@ -145,6 +144,15 @@ func (in *instance) pwStartCallout(c *callout, do func(ctx context.Context) (int
 		return pwInvalidMemoryAccess
 	}
 	return pwOK
+}
+
+// pwTakeCallout is takeCallout for a proxy-wasm filter, logging a refusal.
+func (f *Filter) pwTakeCallout() bool {
+	if f.takeCallout(f.pw.maxCallouts) {
+		return true
+	}
+	f.warn(warnUnimplemented, "weft: proxy-wasm filter has max_callouts callouts in flight; one more was refused", "max_callouts", f.pw.maxCallouts)
+	return false
 }
 
 // pwCanCallOut says whether the instance's guest may make a callout now:

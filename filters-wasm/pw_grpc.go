@@ -92,8 +92,7 @@ func pwGRPCCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwParseFailure
 		return
 	}
-	if !f.takeCallout(f.pw.maxCallouts) {
-		f.warn(warnUnimplemented, "weft: proxy-wasm filter has max_callouts callouts in flight; one more was refused", "max_callouts", f.pw.maxCallouts)
+	if !f.pwTakeCallout() {
 		s[0] = pwInternalFailure
 		return
 	}
