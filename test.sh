@@ -28,9 +28,12 @@ step() {
 # The core first, then the opt-in integrations, the CLI and the end-to-end
 # tests, which import them.
 MODULES=". plugins/serialization/hessian2/oracle registry-nacos registry-zookeeper apps/weft test tracing-otlp"
+# -timeout 20m: test/ builds WASM guests of four toolchains and runs
+# Apps end to end; on a loaded machine (stress-ng --cpu 2) its binary has
+# gone past go test's default 10 minutes.
 for m in $MODULES; do
 	step "$m: go vet" "$m" go vet ./...
-	step "$m: go test -race" "$m" go test -race -count=1 ./...
+	step "$m: go test -race" "$m" go test -race -count=1 -timeout 20m ./...
 done
 # The decode budget weighed against the heap: allocation figures under
 # -race are the race runtime's, so these run here without it.

@@ -52,7 +52,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("ready")
 		select {}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeGuests()
+	os.Exit(code)
 }
 
 func freePort(t testing.TB) string {

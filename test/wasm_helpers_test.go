@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/weftrpc/weft"
@@ -43,9 +44,9 @@ func buildWasmGuest(t testing.TB, dir, name string, defines ...string) string {
 }
 
 // buildProxyWasmAS builds a proxy-wasm filter on the AssemblyScript SDK
-// (filters-wasm/testdata/proxywasm-as/assembly/<name>.ts) into dir. Without
-// node and npm the test is skipped on a developer's machine and fails
-// under CI.
+// (filters-wasm/testdata/proxywasm-as/assembly/<name>.ts), once per test
+// binary (see builtGuest; dir is not used). Without node and npm the test
+// is skipped on a developer's machine and fails under CI.
 func buildProxyWasmAS(t testing.TB, dir, name string) string {
 	t.Helper()
 	for _, bin := range []string{"node", "npm"} {
@@ -56,11 +57,51 @@ func buildProxyWasmAS(t testing.TB, dir, name string) string {
 			t.Fatalf("%s is not installed but CI is set", bin)
 		}
 	}
-	script := filepath.Join("..", "filters-wasm", "testdata", "proxywasm-as", "build.sh")
-	if out, err := exec.Command("bash", script, dir, name).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", script, name, err, out)
+	return builtGuest(t, "proxywasm-as", name)
+}
+
+// guests holds the guests built by a build.sh of filters-wasm/testdata:
+// each is built once per test binary (an AssemblyScript or Go build takes
+// seconds, more on a loaded machine, and several tests run the same
+// filter), into guestDir, which TestMain removes. The files are not to be
+// written: a test that swaps a module copies it first.
+var guests struct {
+	sync.Mutex
+	dir   string
+	built map[string]string
+}
+
+// builtGuest is filters-wasm/testdata/<folder>/build.sh's build of name.
+func builtGuest(t testing.TB, folder, name string) string {
+	t.Helper()
+	guests.Lock()
+	defer guests.Unlock()
+	key := folder + "/" + name
+	if path, ok := guests.built[key]; ok {
+		return path
 	}
-	return filepath.Join(dir, name+".wasm")
+	if guests.dir == "" {
+		dir, err := os.MkdirTemp("", "weft-test-guests-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		guests.dir, guests.built = dir, map[string]string{}
+	}
+	out := filepath.Join(guests.dir, folder)
+	script := filepath.Join("..", "filters-wasm", "testdata", folder, "build.sh")
+	if b, err := exec.Command("bash", script, out, name).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", script, name, err, b)
+	}
+	path := filepath.Join(out, name+".wasm")
+	guests.built[key] = path
+	return path
+}
+
+// removeGuests removes what builtGuest built (TestMain, after the tests).
+func removeGuests() {
+	if guests.dir != "" {
+		os.RemoveAll(guests.dir)
+	}
 }
 
 // buildProxyWasmWAT assembles filters-wasm/testdata/<name>.wat, a
@@ -83,16 +124,12 @@ func buildProxyWasmWAT(t testing.TB, dir, name string) string {
 }
 
 // buildProxyWasmGo builds a proxy-wasm filter on proxy-wasm-go-sdk's API
-// (filters-wasm/testdata/proxywasm-go/<name>) into dir with Go's own
-// compiler (GOOS=wasip1, the SDK's pragmas rewritten by the folder's
-// build.sh).
+// (filters-wasm/testdata/proxywasm-go/<name>) with Go's own compiler
+// (GOOS=wasip1, the SDK's pragmas rewritten by the folder's build.sh), once
+// per test binary (see builtGuest; dir is not used).
 func buildProxyWasmGo(t testing.TB, dir, name string) string {
 	t.Helper()
-	script := filepath.Join("..", "filters-wasm", "testdata", "proxywasm-go", "build.sh")
-	if out, err := exec.Command("bash", script, dir, name).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", script, name, err, out)
-	}
-	return filepath.Join(dir, name+".wasm")
+	return builtGuest(t, "proxywasm-go", name)
 }
 
 // traceFilter is a native filter that does what the trace guest does: its
