@@ -339,7 +339,11 @@ func TestOptionsAndSources(t *testing.T) {
 		},
 		ConfigApplies: func() ConfigApplies { return ConfigApplies{Applied: 1} },
 		Wasm: func() []WasmFilter {
-			return []WasmFilter{{Name: "wasm-authz", Calls: 9, Instances: 2, MemoryBytes: 1 << 20}}
+			// Two guests give weft_wasm_guest_hits to a counter and a
+			// gauge: the second goes out as ..._gauge, the scrape works.
+			return []WasmFilter{{Name: "wasm-authz", Calls: 9, Instances: 2, MemoryBytes: 1 << 20,
+				Guest: []GuestMetric{{Name: "weft_wasm_guest_hits", Counter: true, Value: 5}}},
+				{Name: "wasm-other", Guest: []GuestMetric{{Name: "weft_wasm_guest_hits", Value: 7}}}}
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -361,6 +365,8 @@ func TestOptionsAndSources(t *testing.T) {
 		{"weft_wasm_calls_total", map[string]string{"filter": "wasm-authz"}, 9},
 		{"weft_wasm_instances", nil, 2},
 		{"weft_wasm_memory_bytes", nil, 1 << 20},
+		{"weft_wasm_guest_hits", map[string]string{"filter": "wasm-authz"}, 5},
+		{"weft_wasm_guest_hits_gauge", map[string]string{"filter": "wasm-other"}, 7},
 	} {
 		if got, ok := value(t, fams, c.name, c.labels); !ok || got != c.want {
 			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)

@@ -173,6 +173,11 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if f := c.s.Wasm; f != nil {
 		names := append(append([]string(nil), appLabels...), "filter")
+		// Guest metric names are the guests' to choose: two filters may give
+		// one name to metrics of two kinds, which one metric family cannot
+		// hold (the whole scrape would fail). The first kind seen keeps the
+		// name, in filter order; another kind goes out as <name>_<kind>.
+		kinds := map[string]string{}
 		for _, w := range f() {
 			for _, m := range []struct {
 				name, help string
@@ -192,6 +197,18 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			for _, g := range w.Guest {
 				const help = "Defined by the WASM filter's guest (proxy_define_metric)"
+				kind := "gauge"
+				switch {
+				case g.Histogram:
+					kind = "histogram"
+				case g.Counter:
+					kind = "counter"
+				}
+				if first, seen := kinds[g.Name]; !seen {
+					kinds[g.Name] = kind
+				} else if first != kind {
+					g.Name += "_" + kind
+				}
 				switch {
 				case g.Histogram:
 					buckets := make(map[float64]uint64, len(g.Bounds))
