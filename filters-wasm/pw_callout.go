@@ -77,10 +77,8 @@ func pwHTTPCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwInvalidMemoryAccess
 		return
 	}
-	base, known := f.pw.clusters[string(up)]
+	base, known := f.pwCluster(up)
 	if !known {
-		f.warn(warnUnimplemented, "weft: proxy-wasm filter called an upstream its config does not name (wasm.filters.<name>.clusters)",
-			"upstream", clip(string(up)))
 		s[0] = pwBadArgument
 		return
 	}
@@ -144,6 +142,17 @@ func (in *instance) pwStartCallout(c *callout, do func(ctx context.Context) (int
 		return pwInvalidMemoryAccess
 	}
 	return pwOK
+}
+
+// pwCluster is the base of the upstream a proxy-wasm callout names, from
+// the filter's clusters; an unknown one is logged.
+func (f *Filter) pwCluster(up []byte) (string, bool) {
+	base, known := f.pw.clusters[string(up)]
+	if !known {
+		f.warn(warnUnimplemented, "weft: proxy-wasm filter called an upstream its config does not name (wasm.filters.<name>.clusters)",
+			"upstream", clip(string(up)))
+	}
+	return base, known
 }
 
 // pwTakeCallout is takeCallout for a proxy-wasm filter, logging a refusal.

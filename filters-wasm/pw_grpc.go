@@ -80,10 +80,14 @@ func pwGRPCCall(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwInvalidMemoryAccess
 		return
 	}
-	base, known := f.pw.clusters[string(up)]
-	if !known || len(svc) == 0 || len(method) == 0 {
-		f.warn(warnUnimplemented, "weft: proxy-wasm filter's proxy_grpc_call names an upstream its config does not name (wasm.filters.<name>.clusters), or no service or method",
-			"upstream", clip(string(up)), "service", clip(string(svc)), "method", clip(string(method)))
+	base, known := f.pwCluster(up)
+	if !known {
+		s[0] = pwBadArgument
+		return
+	}
+	if len(svc) == 0 || len(method) == 0 {
+		f.warn(warnUnimplemented, "weft: proxy-wasm filter's proxy_grpc_call names no service or no method",
+			"service", clip(string(svc)), "method", clip(string(method)))
 		s[0] = pwBadArgument
 		return
 	}
