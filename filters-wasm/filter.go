@@ -44,6 +44,10 @@ type Config struct {
 	// Module, when not nil, is the module itself and Path is only its name in
 	// messages (nothing is read or watched).
 	Module []byte
+	// SHA256, when set, pins the module: the hex SHA-256 its bytes must
+	// have, at New and at every reload (a file that changed to other bytes
+	// is refused, and the current module keeps serving).
+	SHA256 string
 	// MaxMemoryPages caps each instance's linear memory, in 64 KiB pages
 	// (default 512 = 32 MiB).
 	MaxMemoryPages uint32
@@ -186,6 +190,7 @@ type Filter struct {
 	stop         chan struct{}
 	done         chan struct{}
 	tried        fileStamp // the file last compiled (good or bad); under mu
+	digest       []byte    // Config.SHA256 decoded; nil: not pinned
 	inMem        bool      // made from Config.Module: nothing to read or watch
 
 	stats struct {
@@ -273,6 +278,11 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		return nil, err
 	}
 	f.config = js
+	if c.SHA256 != "" {
+		if f.digest, err = parseDigest(c.SHA256); err != nil {
+			return nil, fmt.Errorf("sha256: %w", err)
+		}
+	}
 
 	data := c.Module
 	f.inMem = data != nil
@@ -349,6 +359,9 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime, f *Filter) (map[str
 // load compiles and checks a module and makes a version of it with one
 // instance ready in its pool.
 func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
+	if err := f.checkDigest(data); err != nil {
+		return nil, err
+	}
 	cm, err := f.rt.CompileModule(ctx, data)
 	if err != nil {
 		return nil, fmt.Errorf("module %s does not compile: %w", f.path, err)

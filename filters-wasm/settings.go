@@ -33,7 +33,16 @@ type FilterSettings struct {
 	// relative to that file's directory (weft.LoadConfig makes it absolute), one
 	// set by a YAML string or a WEFT_* variable to the working directory.
 	// It is watched: a new file replaces the module without a restart.
-	Path   string   `koanf:"path"`
+	Path string `koanf:"path"`
+	// URL is where the module is fetched from at start-up instead of a
+	// file (http:// or https://; Envoy's remote code source), once, with
+	// SHA256 required. It is not watched: a new module is a new URL or
+	// digest.
+	URL string `koanf:"url"`
+	// SHA256 pins the module: the hex SHA-256 of its bytes. A module whose
+	// digest differs is refused at start-up, and a changed file is not
+	// reloaded until it matches (Envoy's and Istio's sha256).
+	SHA256 string   `koanf:"sha256"`
 	Groups []string `koanf:"groups"`
 	Keys   []string `koanf:"keys"`
 	Order  int      `koanf:"order"`
@@ -124,6 +133,7 @@ func (s Settings) Validate() []error {
 			bad(path+".timeout", fc.Timeout, ">= 0 ms (0 or unset: the default 1000 ms)", "set the ms each guest callback may take, or remove the key")
 		}
 		errs = append(errs, validateCallouts(path, fc)...)
+		errs = append(errs, validateSource(path, fc)...)
 		switch fc.ABI {
 		case "", ABIWeft:
 			for _, k := range []struct {
@@ -150,6 +160,30 @@ func (s Settings) Validate() []error {
 		if fc.MaxInstances < 0 || int64(fc.MaxInstances) > 1<<31-1 {
 			bad(path+".max_instances", fc.MaxInstances, ">= 0 instances (0 or unset: no cap, instances made as concurrent calls need them)",
 				"set the most instances of the module at once, e.g. max_instances: 8, or 0 for no cap")
+		}
+	}
+	return errs
+}
+
+// validateSource checks where the module comes from: a path or a URL
+// (not both), and the digest that pins it, required with a URL.
+func validateSource(path string, fc FilterSettings) []error {
+	var errs []error
+	if fc.Path != "" && fc.URL != "" {
+		errs = append(errs, fmt.Errorf("%s: both path and url are set; a filter has one module: keep path (a file, watched) or url (fetched at start-up, pinned by sha256)", path))
+	}
+	if fc.URL != "" {
+		u, err := url.Parse(fc.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s.url: %q is not an http:// or https:// URL; give where the module is served, e.g. https://example.com/filters/jwt.wasm", path, fc.URL))
+		}
+		if fc.SHA256 == "" {
+			errs = append(errs, fmt.Errorf("%s.sha256: required with url: a fetched module must be pinned; set it to the output of `sha256sum` on the module", path))
+		}
+	}
+	if fc.SHA256 != "" {
+		if _, err := parseDigest(fc.SHA256); err != nil {
+			errs = append(errs, fmt.Errorf("%s.sha256: %w", path, err))
 		}
 	}
 	return errs
@@ -253,9 +287,18 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 			continue
 		}
-		if fc.Path == "" {
-			errs = append(errs, fmt.Errorf("%s.path: the module file is required", path))
+		if fc.Path == "" && fc.URL == "" {
+			errs = append(errs, fmt.Errorf("%s.path: the module file is required (or url: with sha256:)", path))
 			continue
+		}
+		var module []byte
+		source := fc.Path
+		if fc.URL != "" {
+			if module, err = fetchModule(ctx, fc.URL); err != nil {
+				errs = append(errs, fmt.Errorf("%s.url: %w", path, err))
+				continue
+			}
+			source = fc.URL
 		}
 		cfg, err := pluginBytes(fc.Configuration)
 		if err != nil {
@@ -268,7 +311,7 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			continue
 		}
 		f, err := New(ctx, Config{
-			Name: name, Path: fc.Path, MaxMemoryPages: uint32(fc.MaxMemoryPages),
+			Name: name, Path: source, Module: module, SHA256: fc.SHA256, MaxMemoryPages: uint32(fc.MaxMemoryPages),
 			Timeout: time.Duration(fc.Timeout) * time.Millisecond, Settings: fc.Config,
 			MaxInstances: fc.MaxInstances, Log: log, Counters: counters, Shared: shared,
 			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
