@@ -55,6 +55,7 @@ func CheckWith(ctx context.Context, wasm []byte, o CheckOptions) *Report {
 		maxPages: DefaultMaxMemoryPages, maxIdle: 1, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		counters: NewCounters(), shared: NewSharedData(), config: []byte("{}"), modCfg: sandboxConfig()}
 	f.warns.every = DefaultWarnInterval
+	f.host, f.members, f.rootCtx = f, []*Filter{f}, 1
 	f.starting, f.stopStarting = context.WithCancel(ctx)
 	defer f.stopStarting()
 	f.rt = newRuntime(ctx, f.maxPages)

@@ -137,7 +137,19 @@ type Filter struct {
 	failOpen     bool
 	shared       *SharedData
 	vmID         string       // the space of the filter's shared data and queues
-	metrics      guestMetrics // defined by the guest (proxy_define_metric, metric_define)
+	metrics      guestMetrics // defined by the guest (proxy_define_metric, metric_define); the host's serve its VM
+
+	// A VM (vm.go): the runtime, module versions and instance pool belong
+	// to host, which is the filter itself unless it shares the instances
+	// of other proxy-wasm filters with its vm_id (NewVM). members are the
+	// host's filters, each with its root context rootCtx (its index + 1)
+	// in every instance; open counts those not closed, and the last to
+	// close closes the VM (vmClosed).
+	host     *Filter
+	members  []*Filter
+	rootCtx  uint32
+	open     atomic.Int32
+	vmClosed atomic.Bool
 
 	// The proxy-wasm ticker (pw_tick.go): its period (0: none), started
 	// once, stopped by Close.
@@ -209,6 +221,28 @@ type Filter struct {
 // instance, weft_abi_version) and returns the filter. The error says what is
 // wrong with the module.
 func New(ctx context.Context, c Config) (*Filter, error) {
+	f, err := prepare(c)
+	if err != nil {
+		return nil, err
+	}
+	data := c.Module
+	f.inMem = data != nil
+	if data == nil {
+		st, b, err := readStamped(c.Path)
+		if err != nil {
+			return nil, err
+		}
+		data, f.tried = b, st
+	}
+	if err := f.startVM(ctx, []*Filter{f}, data); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// prepare checks c and makes its filter, with no runtime yet (startVM
+// gives it one, or joins it to a host's).
+func prepare(c Config) (*Filter, error) {
 	if c.Name == "" {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
@@ -247,7 +281,6 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 	if f.maxInstances < 0 {
 		return nil, fmt.Errorf("max_instances %d is negative: want 0 (no cap) or the most instances of the module", f.maxInstances)
 	}
-	f.starting, f.stopStarting = context.WithCancel(context.Background())
 	if f.timeout <= 0 {
 		f.timeout = DefaultTimeout
 	}
@@ -283,21 +316,26 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 			return nil, fmt.Errorf("sha256: %w", err)
 		}
 	}
+	f.host, f.rootCtx = f, 1
+	return f, nil
+}
 
-	data := c.Module
-	f.inMem = data != nil
-	if data == nil {
-		st, b, err := readStamped(c.Path)
-		if err != nil {
-			return nil, err
-		}
-		data, f.tried = b, st
+// startVM makes f the host of members (f first): their runtime, and the
+// first version of the module data with one instance started, a root
+// context for each member in it.
+func (f *Filter) startVM(ctx context.Context, members []*Filter, data []byte) error {
+	for i, m := range members {
+		m.host, m.rootCtx = f, uint32(i+1)
 	}
+	f.members = members
+	f.open.Store(int32(len(members)))
+	f.starting, f.stopStarting = context.WithCancel(context.Background())
+	var err error
 	f.rt = newRuntime(ctx, f.maxPages)
 	if f.wasi, err = instantiateHost(ctx, f.rt, f); err != nil {
 		f.stopStarting()
 		f.rt.Close(ctx)
-		return nil, err
+		return err
 	}
 	f.modCfg = sandboxConfig()
 	v, err := f.load(ctx, data)
@@ -305,10 +343,10 @@ func New(ctx context.Context, c Config) (*Filter, error) {
 		f.stopStarting()
 		f.bg.Wait()
 		f.rt.Close(ctx)
-		return nil, err
+		return err
 	}
 	f.cur.Store(v)
-	return f, nil
+	return nil
 }
 
 // newRuntime makes the Runtime of one filter; see the package doc for each
@@ -449,13 +487,14 @@ func settingsJSON(settings map[string]any) ([]byte, error) {
 // again with the new config, calls in flight finish on the old instances,
 // new calls get the new ones. On error the filter keeps its config.
 func (f *Filter) SetConfig(ctx context.Context, settings map[string]any) error {
+	f = f.host
 	js, err := settingsJSON(settings)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed.Load() {
+	if f.vmClosed.Load() {
 		return errors.New("wasmfilter: filter closed")
 	}
 	old := f.config
@@ -476,6 +515,7 @@ func (f *Filter) Name() string { return f.name }
 // check, makes it current: calls in flight finish on the old instances, new
 // calls get the new module. On error the current module stays.
 func (f *Filter) Reload(ctx context.Context) error {
+	f = f.host
 	st, data, err := readStamped(f.path)
 	if err != nil {
 		return err
@@ -486,7 +526,7 @@ func (f *Filter) Reload(ctx context.Context) error {
 func (f *Filter) reload(ctx context.Context, st fileStamp, data []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed.Load() {
+	if f.vmClosed.Load() {
 		return errors.New("wasmfilter: filter closed")
 	}
 	f.tried = st
@@ -501,17 +541,34 @@ func (f *Filter) reload(ctx context.Context, st fileStamp, data []byte) error {
 	return nil
 }
 
-// Close stops watching, closes every instance and releases the compiled
-// code. Calls still running fail. Close is idempotent.
+// Close stops the filter's ticks and callouts and, when it is the last
+// open filter of its VM, stops watching, closes every instance and
+// releases the compiled code. Calls still running fail. Close is
+// idempotent.
 func (f *Filter) Close() error {
-	f.stopWatching()
 	f.stopTicks()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed.Load() {
+	if !f.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	f.closed.Store(true)
+	f.grpcOnce.Do(func() {}) // none made after Close
+	if f.grpcHTTP != nil {
+		f.grpcHTTP.CloseIdleConnections()
+	}
+	if f.httpClient != nil {
+		f.httpClient.CloseIdleConnections()
+	}
+	if f.host.open.Add(-1) > 0 {
+		return nil
+	}
+	return f.host.closeVM()
+}
+
+// closeVM closes the host's runtime, its last member closed.
+func (f *Filter) closeVM() error {
+	f.stopWatching()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vmClosed.Store(true)
 	if v := f.cur.Load(); v != nil {
 		v.retire()
 	}
@@ -520,13 +577,6 @@ func (f *Filter) Close() error {
 	// calls, which the App has drained before it closes its plugins.
 	f.stopStarting()
 	f.bg.Wait()
-	f.grpcOnce.Do(func() {}) // none made after Close
-	if f.grpcHTTP != nil {
-		f.grpcHTTP.CloseIdleConnections()
-	}
-	if f.httpClient != nil {
-		f.httpClient.CloseIdleConnections()
-	}
 	return f.rt.Close(context.Background())
 }
 
@@ -566,11 +616,15 @@ type Stats struct {
 
 // Stats returns the filter's counts.
 func (f *Filter) Stats() Stats {
-	s := Stats{Created: f.stats.created.Load(), Discarded: f.stats.discarded.Load(), Failures: f.stats.failures.Load(),
-		Reloads: f.stats.reloads.Load(), FailedReloads: f.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load(),
-		Calls: f.stats.calls.Load(), Traps: f.stats.traps.Load(), Timeouts: f.stats.timeouts.Load(), MemoryBytes: f.stats.memBytes.Load(),
-		FailOpen: f.stats.failOpen.Load(), GuestMetrics: f.metrics.snapshot()}
-	if v := f.cur.Load(); v != nil {
+	h := f.host // the VM's counts: its instances serve every member
+	s := Stats{Created: h.stats.created.Load(), Discarded: h.stats.discarded.Load(), Failures: f.stats.failures.Load(),
+		Reloads: h.stats.reloads.Load(), FailedReloads: h.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load(),
+		Calls: f.stats.calls.Load(), Traps: f.stats.traps.Load(), Timeouts: f.stats.timeouts.Load(), MemoryBytes: h.stats.memBytes.Load(),
+		FailOpen: f.stats.failOpen.Load()}
+	if h == f {
+		s.GuestMetrics = f.metrics.snapshot()
+	}
+	if v := h.cur.Load(); v != nil {
 		v.mu.Lock()
 		s.Version, s.Live, s.Idle, s.Waiting = v.seq, v.live-v.creating, len(v.idle), len(v.waiters)
 		v.mu.Unlock()
@@ -652,10 +706,14 @@ func (f *Filter) acquire(ctx context.Context, first string) (*version, *instance
 	if err := ctx.Err(); err != nil {
 		return nil, nil, f.ctxError(err, "before "+first+" ran")
 	}
-	v := f.cur.Load()
+	if f.closed.Load() {
+		return nil, nil, kernel.Errorf(kernel.CodeUnknown, "wasm filter %q is closed (its App is stopping)", f.name)
+	}
+	h := f.host
+	v := h.cur.Load()
 	in, err := v.get(ctx)
-	for err == errRetired && !f.closed.Load() {
-		v = f.cur.Load()
+	for err == errRetired && !h.vmClosed.Load() {
+		v = h.cur.Load()
 		in, err = v.get(ctx)
 	}
 	if err == errRetired {
@@ -673,6 +731,7 @@ func (f *Filter) acquire(ctx context.Context, first string) (*version, *instance
 	if err != nil {
 		return nil, nil, kernel.Wrap(kernel.CodeUnknown, err, "wasm filter %q: no instance to run the call", f.name)
 	}
+	in.f = f // the member whose callbacks run (vm.go)
 	return v, in, nil
 }
 

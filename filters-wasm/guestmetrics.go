@@ -169,7 +169,7 @@ func pwDefineMetric(h *host, in *instance, ctx context.Context, s []uint64) {
 		s[0] = pwBadArgument
 		return
 	}
-	id, st := in.f.metrics.define(kind, string(name))
+	id, st := in.f.host.metrics.define(kind, string(name))
 	if st != pwOK {
 		s[0] = st
 		return
@@ -230,5 +230,5 @@ func pwMetric(in *instance, s []uint64) *guestMetric {
 	if in == nil {
 		return nil
 	}
-	return in.f.metrics.get(uint32(s[0]))
+	return in.f.host.metrics.get(uint32(s[0]))
 }

@@ -256,7 +256,7 @@ func (v *version) wait(ctx context.Context, w *waiter) (grant, error) {
 // after a failure cost an instance, rarely waits for a start-up. v.mu is
 // held.
 func (v *version) spareLocked() {
-	if v.retired || v.filling || len(v.idle) > 0 || v.f.closed.Load() || !v.roomLocked() {
+	if v.retired || v.filling || len(v.idle) > 0 || v.f.vmClosed.Load() || !v.roomLocked() {
 		return
 	}
 	v.filling = true
@@ -284,7 +284,7 @@ func (v *version) create() (*instance, error) {
 	var err error
 	if left := v.f.crash.backingOff(time.Now()); left > 0 {
 		err = v.f.backoffError(left)
-	} else if in, err = v.instantiate(); err != nil && !v.f.closed.Load() {
+	} else if in, err = v.instantiate(); err != nil && !v.f.vmClosed.Load() {
 		v.f.crash.note(time.Now())
 	}
 	v.mu.Lock()
@@ -307,7 +307,7 @@ func (v *version) create() (*instance, error) {
 // createFailed logs the failure of an instance made in the background: no
 // call is there to report it (the next call to need one will).
 func (v *version) createFailed(err error) {
-	if !v.f.closed.Load() {
+	if !v.f.vmClosed.Load() {
 		v.f.warn(warnStart, "weft: wasm filter could not start an instance", "module_version", v.seq, "error", err.Error())
 	}
 }
@@ -486,7 +486,7 @@ func (e *notRun) Error() string { return e.err.Error() }
 // to a call: the call's own budget starts with its first callback.
 func (v *version) instantiate() (*instance, error) {
 	f := v.f
-	if f.closed.Load() {
+	if f.vmClosed.Load() {
 		return nil, errors.New("instantiate: the filter is closed")
 	}
 	ctx, cancel := context.WithTimeout(f.starting, f.initTimeout)
@@ -497,7 +497,7 @@ func (v *version) instantiate() (*instance, error) {
 	}
 	in := &instance{v: v, f: f, mod: mod, mem: mod.Memory()}
 	if f.pw != nil {
-		in.alloc, in.pw = pwAllocator(mod), newPWInstance(mod, v.pwABI, f.pw)
+		in.alloc, in.pw = pwAllocator(mod), newPWInstance(mod, v.pwABI, f.pw, uint32(len(f.members)))
 		if in.mem == nil || in.alloc == nil {
 			mod.Close(context.Background())
 			return nil, errors.New("instantiate: memory, or proxy_on_memory_allocate and malloc, missing")
@@ -627,9 +627,9 @@ func explainCtx(ctx context.Context, err error, limit time.Duration) error {
 }
 
 func (in *instance) close() {
-	in.f.stats.memBytes.Add(-in.memSeen)
+	in.v.f.stats.memBytes.Add(-in.memSeen)
 	in.memSeen = 0
-	in.f.byMod.Delete(in.mod)
+	in.v.f.byMod.Delete(in.mod)
 	if in.timer != nil {
 		in.timer.Stop()
 		in.icancel(nil)
@@ -691,7 +691,13 @@ func (in *instance) call(ctx context.Context, fn api.Function, what string) (uin
 	}
 	if in.seq != stopNone {
 		// Armed for the sequence: the timer runs; it fired if it marked
-		// the module.
+		// the module. Marked already, the deadline passed before this
+		// callback (the timer can fire before the context's own, a
+		// callout's or the caller's wait notices): the guest did not
+		// fail, its callback is not run.
+		if in.closed.Load() != 0 {
+			return 0, &notRun{context.DeadlineExceeded}
+		}
 		err := fn.CallWithStack(guestCtx, in.stack[:])
 		if in.closed.Load() != 0 {
 			return 0, in.failure(what, err, in.stopReason(in.seq, false))

@@ -72,6 +72,7 @@ func TestProxyWasmGoSDK(t *testing.T) {
 	t.Run("http-callout", func(t *testing.T) { testProxyHTTPCallout(t, paths["authcall"]) })
 	t.Run("shared-data-cas", func(t *testing.T) { testProxySharedCAS(t, paths["counter"], "") })
 	t.Run("tick-metric", func(t *testing.T) { testProxyTick(t, paths["counter"], "") })
+	t.Run("vm-shared", func(t *testing.T) { testProxyVM(t, paths["headers"]) })
 }
 
 // buildProxyGo builds the named filters of testdata/proxywasm-go into dir

@@ -36,9 +36,9 @@ func (c *pwConfig) allows(name string) bool {
 	return c.allowed == nil || c.allowed[name] || alwaysAllowed[name]
 }
 
-// pwRootID is the context id of the filter's root context (the plugin) in
-// every instance; a call's stream contexts count up from pwRootID+1.
-const pwRootID = 1
+// Context ids: the root context of a VM's k-th filter (its plugin) is k in
+// every instance (Filter.rootCtx, 1 for a filter alone); a call's stream
+// contexts count up from the last root context's id + 1 (firstStream).
 
 // pwInstance is an instance's proxy-wasm side: its callbacks, and the state
 // of the call it serves.
@@ -49,8 +49,9 @@ type pwInstance struct {
 	onRequestBody, onResponseBody                             api.Function
 	onGRPCInitial, onGRPCReceive, onGRPCTrailing, onGRPCClose api.Function
 
-	nextID    uint32 // the next stream context's id
-	inVMStart bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
+	nextID      uint32 // the next stream context's id
+	firstStream uint32 // the first stream context id: after the root contexts
+	inVMStart   bool   // proxy_get_configuration (0.1.0) answers the VM's configuration
 
 	// The call being served.
 	ctx              context.Context
@@ -77,14 +78,14 @@ type pwInstance struct {
 	answer    *callout
 }
 
-func newPWInstance(mod api.Module, version string, c *pwConfig) *pwInstance {
+func newPWInstance(mod api.Module, version string, c *pwConfig, roots uint32) *pwInstance {
 	export := func(name string) api.Function {
 		if !c.allows(name) {
 			return nil // a callback not allowed is never called
 		}
 		return mod.ExportedFunction(name)
 	}
-	return &pwInstance{version: version, nextID: pwRootID + 1,
+	return &pwInstance{version: version, nextID: roots + 1, firstStream: roots + 1,
 		onContextCreate:    export(pwOnContextCreate),
 		onVMStart:          export(pwOnVMStart),
 		onConfigure:        export(pwOnConfigure),
@@ -117,11 +118,14 @@ func pwAllocator(mod api.Module) api.Function {
 
 // pwStartup starts a new instance as cpp-host (Envoy) does: the reactor's
 // _initialize then main(0, 0) (or __main_void), or a command's _start; then
-// the plugin's root context, proxy_on_vm_start with the VM's configuration
-// and proxy_on_configure with the plugin's. Either refusing (returning 0)
-// fails the start-up, as it fails the plugin in Envoy.
+// for each filter of the VM (in.f is the host) its plugin's root context,
+// proxy_on_vm_start with the VM's configuration and proxy_on_configure with
+// the plugin's, each running as that filter (its properties, its logger,
+// its tick). Either refusing (returning 0) fails the start-up, as it fails
+// the plugin in Envoy.
 func (in *instance) pwStartup(ctx context.Context) error {
-	mod, p, pc := in.mod, in.pw, in.f.pw
+	mod, host := in.mod, in.f
+	defer func() { in.f = host }()
 	run := func(name string, fn api.Function, args ...uint64) (uint64, error) {
 		copy(in.stack[:], args)
 		if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
@@ -129,7 +133,7 @@ func (in *instance) pwStartup(ctx context.Context) error {
 			if name == pwStart && errors.As(err, &exit) && exit.ExitCode() == 0 {
 				return 0, nil // a command's main returned: proc_exit(0)
 			}
-			return 0, fmt.Errorf("%s failed: %w", name, guestErr(explainCtx(ctx, err, in.f.initTimeout)))
+			return 0, fmt.Errorf("%s failed: %w", name, guestErr(explainCtx(ctx, err, host.initTimeout)))
 		}
 		if in.abiErr != nil {
 			return 0, fmt.Errorf("%s broke the ABI: %w", name, in.abiErr)
@@ -154,14 +158,30 @@ func (in *instance) pwStartup(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, m := range host.members {
+		in.f = m
+		if err := in.pwStartRoot(run); err != nil {
+			if len(host.members) > 1 {
+				return fmt.Errorf("filter %q (root context %d of vm_id %q): %w", m.name, m.rootCtx, m.vmID, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// pwStartRoot creates the root context of in.f's plugin and starts and
+// configures it, with run (pwStartup's).
+func (in *instance) pwStartRoot(run func(name string, fn api.Function, args ...uint64) (uint64, error)) error {
+	p, pc, id := in.pw, in.f.pw, uint64(in.f.rootCtx)
 	if p.onContextCreate != nil {
-		if _, err := run(pwOnContextCreate, p.onContextCreate, pwRootID, 0); err != nil {
+		if _, err := run(pwOnContextCreate, p.onContextCreate, id, 0); err != nil {
 			return err
 		}
 	}
 	if p.onVMStart != nil {
 		p.inVMStart = true
-		ok, err := run(pwOnVMStart, p.onVMStart, pwRootID, uint64(len(pc.vmConfig)))
+		ok, err := run(pwOnVMStart, p.onVMStart, id, uint64(len(pc.vmConfig)))
 		p.inVMStart = false
 		if err != nil {
 			return err
@@ -171,7 +191,7 @@ func (in *instance) pwStartup(ctx context.Context) error {
 		}
 	}
 	if p.onConfigure != nil {
-		ok, err := run(pwOnConfigure, p.onConfigure, pwRootID, uint64(len(pc.config)))
+		ok, err := run(pwOnConfigure, p.onConfigure, id, uint64(len(pc.config)))
 		if err != nil {
 			return err
 		}
@@ -199,7 +219,7 @@ func (p *pwInstance) begin(ctx context.Context) {
 	p.ctx = ctx
 	p.ctxID = p.nextID
 	if p.nextID++; p.nextID == 0 {
-		p.nextID = pwRootID + 1
+		p.nextID = p.firstStream
 	}
 	p.req.built, p.req.dirty = false, false
 	p.reqTrailers = headerView{}
@@ -298,7 +318,7 @@ func (f *Filter) invokeProxy(ctx context.Context, next kernel.Invoker, inv *kern
 	p := in.pw
 	p.begin(ctx)
 	in.arm(ctx)
-	if _, err := in.pwCall(ctx, p.onContextCreate, pwOnContextCreate, p.ctxID, pwRootID); err != nil {
+	if _, err := in.pwCall(ctx, p.onContextCreate, pwOnContextCreate, p.ctxID, f.rootCtx); err != nil {
 		return f.pwFailed(ctx, v, in, err, next, inv)
 	}
 	reqBody := f.pw.reqBody && p.onRequestBody != nil

@@ -399,7 +399,7 @@ func (in *instance) pwHTTPAnswer(ctx context.Context, c *callout) error {
 		in.f.warn(warnCallout, "weft: proxy-wasm filter's callout failed; the filter gets an empty answer", "error", c.err.Error())
 		nh, nb = 0, 0
 	}
-	_, err := in.pwCall(ctx, p.onHTTPCallResponse, pwOnHTTPCallResponse, pwRootID, c.token, nh, nb, 0)
+	_, err := in.pwCall(ctx, p.onHTTPCallResponse, pwOnHTTPCallResponse, in.f.rootCtx, c.token, nh, nb, 0)
 	return err
 }
 

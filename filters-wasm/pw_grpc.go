@@ -268,7 +268,7 @@ func (in *instance) pwGRPCAnswer(ctx context.Context, c *callout) error {
 			{p.onGRPCReceive, pwOnGRPCReceive, len(c.body)},
 			{p.onGRPCTrailing, pwOnGRPCTrailing, len(c.trailers)},
 		} {
-			if _, err := in.pwCall(ctx, step.fn, step.name, pwRootID, c.token, uint32(step.n)); err != nil {
+			if _, err := in.pwCall(ctx, step.fn, step.name, in.f.rootCtx, c.token, uint32(step.n)); err != nil {
 				return err
 			}
 			if p.local != nil || p.closed || p.resumed {
@@ -276,7 +276,7 @@ func (in *instance) pwGRPCAnswer(ctx context.Context, c *callout) error {
 			}
 		}
 	}
-	_, err := in.pwCall(ctx, p.onGRPCClose, pwOnGRPCClose, pwRootID, c.token, uint32(c.status))
+	_, err := in.pwCall(ctx, p.onGRPCClose, pwOnGRPCClose, in.f.rootCtx, c.token, uint32(c.status))
 	return err
 }
 

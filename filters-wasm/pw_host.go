@@ -599,7 +599,7 @@ func pwSetEffectiveContext(h *host, in *instance, ctx context.Context, s []uint6
 		return
 	}
 	id := uint32(s[0])
-	if id == pwRootID || in.inv != nil && id == in.pw.ctxID {
+	if id == in.f.rootCtx || in.inv != nil && id == in.pw.ctxID {
 		s[0] = pwOK
 		return
 	}

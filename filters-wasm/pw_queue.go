@@ -196,12 +196,13 @@ func (f *Filter) queueLoop() {
 		delete(f.queuePending, id)
 		f.queueMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-		v := f.cur.Load()
+		v := f.host.cur.Load()
 		in, err := v.get(ctx)
 		cancel()
 		if err != nil {
 			continue
 		}
+		in.f = f // the queue's owner (vm.go)
 		if err := in.queueReadyCall(id); err != nil {
 			v.discard(in)
 			continue
@@ -217,6 +218,6 @@ func (in *instance) queueReadyCall(id uint32) error {
 	if in.pw == nil {
 		return in.weftQueueReady(id)
 	}
-	_, err := in.pwCall(context.Background(), in.pw.onQueueReady, pwOnQueueReady, pwRootID, id)
+	_, err := in.pwCall(context.Background(), in.pw.onQueueReady, pwOnQueueReady, in.f.rootCtx, id)
 	return err
 }

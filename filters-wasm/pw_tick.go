@@ -21,11 +21,11 @@ const minTickPeriod = 10 * time.Millisecond
 // pwSetTickPeriod is proxy_set_tick_period_milliseconds(period): 0 stops the
 // ticks.
 func pwSetTickPeriod(h *host, in *instance, ctx context.Context, s []uint64) {
-	if h.f == nil {
+	if in == nil {
 		s[0] = pwOK
 		return
 	}
-	h.f.setTick(time.Duration(uint32(s[0])) * time.Millisecond)
+	in.f.setTick(time.Duration(uint32(s[0])) * time.Millisecond)
 	s[0] = pwOK
 }
 
@@ -54,12 +54,13 @@ func (f *Filter) tickLoop() {
 		if f.tickPeriod.Load() <= 0 {
 			continue
 		}
-		v := f.cur.Load()
+		v := f.host.cur.Load()
 		for n := v.idleCount(); n > 0; n-- {
 			in := v.takeColdest()
 			if in == nil {
 				break
 			}
+			in.f = f // its root context ticks (vm.go)
 			var err error
 			if in.pw != nil {
 				err = in.pwTick()
@@ -88,7 +89,7 @@ func (in *instance) pwTick() error {
 		p.inTick = false
 		p.end()
 	}()
-	if _, err := in.pwCall(p.ctx, p.onTick, pwOnTick, pwRootID); err != nil {
+	if _, err := in.pwCall(p.ctx, p.onTick, pwOnTick, in.f.rootCtx); err != nil {
 		return err
 	}
 	if p.pending == 0 {

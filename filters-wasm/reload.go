@@ -12,6 +12,7 @@ const DefaultWatchInterval = 500 * time.Millisecond
 // changes (see the package doc for why polling). It does nothing for a filter
 // made from bytes, or if it is already watching. Close stops it.
 func (f *Filter) Watch(interval time.Duration) {
+	f = f.host // the VM's module, shared by its filters
 	if f.inMem {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -278,8 +279,17 @@ type Declared struct {
 // never global). On an error, those already made are closed.
 func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, error) {
 	counters, shared := NewCounters(), NewSharedData()
-	var out []Declared
 	var errs []error
+	type member struct {
+		name string
+		act  *kernel.Activate
+		cfg  Config
+	}
+	// Proxy-wasm filters with one vm_id, module and vm_configuration make
+	// one VM (vm.go), hosted by the first by name; the others a VM each.
+	var vms [][]member
+	vmOf := map[string]int{}
+	fetched := map[string][]byte{} // a URL is fetched once
 	for _, name := range sortedNames(s.Filters) {
 		fc, path := s.Filters[name], "wasm.filters."+name
 		act, err := fc.Activation()
@@ -294,11 +304,14 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 		var module []byte
 		source := fc.Path
 		if fc.URL != "" {
-			if module, err = fetchModule(ctx, fc.URL); err != nil {
-				errs = append(errs, fmt.Errorf("%s.url: %w", path, err))
-				continue
-			}
 			source = fc.URL
+			if module = fetched[fc.URL]; module == nil {
+				if module, err = fetchModule(ctx, fc.URL); err != nil {
+					errs = append(errs, fmt.Errorf("%s.url: %w", path, err))
+					continue
+				}
+				fetched[fc.URL] = module
+			}
 		}
 		cfg, err := pluginBytes(fc.Configuration)
 		if err != nil {
@@ -310,19 +323,43 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 			errs = append(errs, fmt.Errorf("%s.vm_configuration: %w", path, err))
 			continue
 		}
-		f, err := New(ctx, Config{
+		m := member{name, act, Config{
 			Name: name, Path: source, Module: module, SHA256: fc.SHA256, MaxMemoryPages: uint32(fc.MaxMemoryPages),
 			Timeout: time.Duration(fc.Timeout) * time.Millisecond, Settings: fc.Config,
 			MaxInstances: fc.MaxInstances, Log: log, Counters: counters, Shared: shared,
 			ABI: fc.ABI, FailOpen: fc.FailOpen, RootID: fc.RootID, VMID: fc.VMID,
 			Configuration: cfg, VMConfiguration: vmCfg, Clusters: fc.Clusters, MaxCallouts: fc.MaxCallouts,
 			AllowedCapabilities: fc.AllowedCapabilities, Body: fc.Body,
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+		}}
+		key := ""
+		if fc.ABI == ABIProxyWasm && fc.VMID != "" {
+			key = fc.VMID + "\x00" + source + "\x00" + string(vmCfg)
+		}
+		if i, ok := vmOf[key]; ok && key != "" {
+			vms[i] = append(vms[i], m)
 			continue
 		}
-		out = append(out, Declared{Filter: f, Activate: act, Source: path})
+		vmOf[key] = len(vms)
+		vms = append(vms, []member{m})
+	}
+	var out []Declared
+	for _, vm := range vms {
+		cs := make([]Config, len(vm))
+		for i, m := range vm {
+			cs[i] = m.cfg
+		}
+		fs, err := NewVM(ctx, cs)
+		if err != nil {
+			if len(vm) == 1 {
+				errs = append(errs, fmt.Errorf("wasm.filters.%s: %w", vm[0].name, err))
+			} else {
+				errs = append(errs, fmt.Errorf("wasm.filters.%s (the host of vm_id %q): %w", vm[0].name, vm[0].cfg.VMID, err))
+			}
+			continue
+		}
+		for i, f := range fs {
+			out = append(out, Declared{Filter: f, Activate: vm[i].act, Source: "wasm.filters." + vm[i].name})
+		}
 	}
 	if len(errs) > 0 {
 		for _, d := range out {
@@ -330,6 +367,7 @@ func (s Settings) Build(ctx context.Context, log *slog.Logger) ([]Declared, erro
 		}
 		return nil, errors.Join(errs...)
 	}
+	slices.SortFunc(out, func(a, b Declared) int { return strings.Compare(a.Source, b.Source) })
 	return out, nil
 }
 

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm"
@@ -16,7 +17,11 @@ func main() { proxywasm.SetVMContext(&vm{}) }
 
 type vm struct{ types.DefaultVMContext }
 
-func (*vm) NewPluginContext(uint32) types.PluginContext { return &plugin{} }
+// plugins counts the plugin (root) contexts of this instance: a VM shared
+// by filters with one vm_id holds one per filter (x-vm-plugins).
+var plugins int
+
+func (*vm) NewPluginContext(uint32) types.PluginContext { plugins++; return &plugin{} }
 
 type plugin struct {
 	types.DefaultPluginContext
@@ -57,6 +62,7 @@ func (h *headers) OnHttpRequestHeaders(int, bool) types.Action {
 		proxywasm.ReplaceHttpRequestHeader("x-path", path),
 		proxywasm.AddHttpRequestHeader("x-method", string(method)),
 		proxywasm.AddHttpRequestHeader("x-side", string(side)),
+		proxywasm.AddHttpRequestHeader("x-vm-plugins", strconv.Itoa(plugins)),
 		proxywasm.RemoveHttpRequestHeader("x-secret"),
 	} {
 		if err != nil {
