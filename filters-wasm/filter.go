@@ -99,7 +99,8 @@ type Config struct {
 	FailOpen bool
 	// The plugin settings of a proxy-wasm filter, in Envoy's words:
 	// RootID (plugin_root_id, which root context of the module serves the
-	// filter), VMID (filters with one vm_id share instances' data),
+	// filter), VMID (filters with one vm_id share shared data and queues;
+	// NewVM makes those with one module share instances too),
 	// Configuration (handed to proxy_on_configure) and VMConfiguration (to
 	// proxy_on_vm_start).
 	RootID, VMID                   string
@@ -580,7 +581,11 @@ func (f *Filter) closeVM() error {
 	return f.rt.Close(context.Background())
 }
 
-// Stats are a filter's counts since New.
+// Stats are a filter's counts since New. The filters of one VM (vm.go)
+// share its instances: Version, Live, Idle, Waiting, Created, Discarded,
+// Reloads, FailedReloads and MemoryBytes are the VM's, the same for each
+// (sum them once per VM), and GuestMetrics are the host's (the VM's first
+// filter) alone; the rest are the filter's own.
 type Stats struct {
 	// Version counts the module versions loaded (1 + successful reloads).
 	Version int

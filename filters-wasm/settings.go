@@ -74,7 +74,9 @@ type FilterSettings struct {
 	// map or list as compact JSON with sorted keys), VMConfiguration to
 	// proxy_on_vm_start, RootID is plugin_root_id (which of the module's
 	// root contexts serves the filter), VMID is plugin_vm_id: filters with
-	// one vm_id share their shared data and queues (weft-ABI filters too).
+	// one vm_id share their shared data and queues (weft-ABI filters too),
+	// and proxy-wasm filters with one vm_id, module and vm_configuration
+	// one VM: its instances (vm.go).
 	Configuration   any    `koanf:"configuration"`
 	VMConfiguration any    `koanf:"vm_configuration"`
 	RootID          string `koanf:"root_id"`

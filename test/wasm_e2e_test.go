@@ -2,7 +2,10 @@ package test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -408,5 +411,48 @@ consumer: {references: {auth: {interface: org.weft.Auth, url: "dubbo://%s"}}}
 	}
 	if n := auth.asked.Load(); n != 2 {
 		t.Errorf("the auth service was asked %d times, want 2", n)
+	}
+}
+
+// A proxy-wasm filter fetched from a URL (a real HTTP server on loopback)
+// and pinned by sha256, in a VM it shares with a second filter of its
+// vm_id (declared, not activated): its instances hold both root contexts
+// (the Go SDK guest reports x-vm-plugins 2), and a call through it runs
+// with its own root id. The wrong digest fails weft.New by key path.
+func TestProxyWasmVMFromURLInApp(t *testing.T) {
+	mod, err := os.ReadFile(buildProxyWasmGo(t, t.TempDir(), "headers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(mod) }))
+	defer srv.Close()
+	sum := sha256.Sum256(mod)
+	yaml := func(digest string) string {
+		return fmt.Sprintf(`
+wasm:
+  filters:
+    pw-a: {abi: proxy-wasm, url: %[1]q, sha256: %[2]s, vm_id: edge, root_id: root-a, configuration: cfg-a, groups: [consumer]}
+    pw-b: {abi: proxy-wasm, url: %[1]q, sha256: %[2]s, vm_id: edge, root_id: root-b, configuration: cfg-b}
+protocols: {injvm: {}}
+provider: {services: {demo: {interface: org.weft.MetricsDemo}}}
+consumer: {references: {demo: {interface: org.weft.MetricsDemo, protocol: injvm}}}
+`, srv.URL+"/headers.wasm", digest)
+	}
+	app := startApp(t, yaml(hex.EncodeToString(sum[:])), weft.WithService("demo", metricsDemo{}))
+	iv, err := app.Reference("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attachments["x-served-by"] != "root-a" || res.Attachments["x-vm-plugins"] != "2" {
+		t.Errorf("result attachments %v: want x-served-by root-a and x-vm-plugins 2 (pw-a's root context, in a VM shared with pw-b)", res.Attachments)
+	}
+	_, err = weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithConfig(weft.ConfigYAML(yaml(strings.Repeat("ab", 32)))),
+		weft.WithService("demo", metricsDemo{}))
+	if err == nil || !strings.Contains(err.Error(), "wasm.filters.pw-a") || !strings.Contains(err.Error(), "update sha256") {
+		t.Errorf("weft.New with the wrong sha256: %v, want the key path and the fix", err)
 	}
 }

@@ -77,8 +77,13 @@ func (h *headers) OnHttpResponseHeaders(int, bool) types.Action {
 	if err != nil {
 		proxywasm.LogErrorf("plugin_root_id: %v", err)
 	}
-	if err := proxywasm.AddHttpResponseHeader("x-served-by", strings.TrimSpace(string(root))); err != nil {
-		proxywasm.LogErrorf("editing the response headers: %v", err)
+	for _, err := range []error{
+		proxywasm.AddHttpResponseHeader("x-served-by", strings.TrimSpace(string(root))),
+		proxywasm.AddHttpResponseHeader("x-vm-plugins", strconv.Itoa(plugins)),
+	} {
+		if err != nil {
+			proxywasm.LogErrorf("editing the response headers: %v", err)
+		}
 	}
 	return types.ActionContinue
 }
