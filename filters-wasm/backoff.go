@@ -33,8 +33,8 @@ type crashes struct {
 }
 
 // note records a failure and starts a back-off when crashLimit of them came
-// within crashWindow.
-func (c *crashes) note(now time.Time) {
+// within crashWindow; it reports whether it started one.
+func (c *crashes) note(now time.Time) (backoff bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.times[c.next] = now
@@ -42,7 +42,7 @@ func (c *crashes) note(now time.Time) {
 	// times[next] is now the oldest of the last crashLimit failures (zero
 	// while there were fewer).
 	if oldest := c.times[c.next]; oldest.IsZero() || now.Sub(oldest) > crashWindow {
-		return
+		return false
 	}
 	if c.wait == 0 || now.Sub(c.until) > crashWindow {
 		c.wait = backoffFirst
@@ -50,6 +50,7 @@ func (c *crashes) note(now time.Time) {
 	c.until = now.Add(c.wait)
 	c.wait = min(2*c.wait, backoffMax)
 	c.times = [crashLimit]time.Time{}
+	return true
 }
 
 // backingOff says how long calls still fail at once, 0 when they run.

@@ -214,6 +214,7 @@ type Filter struct {
 		// from a call and close.
 		calls, traps, timeouts, memBytes atomic.Int64
 		failOpen                         atomic.Int64 // calls let through a failed guest (fail_open)
+		startFailures, backoffs          atomic.Int64 // instances that failed to start; crash-loop back-offs begun (backoff.go)
 		maxBusy                          atomic.Int32
 	}
 }
@@ -614,6 +615,10 @@ type Stats struct {
 	MemoryBytes int64
 	// FailOpen counts the calls let through a failed guest (fail_open).
 	FailOpen int64
+	// StartFailures counts the instances that failed to start (a trap in
+	// start-up, a refused configuration, the start-up limit); Backoffs the
+	// crash-loop back-offs those began (backoff.go). The VM's.
+	StartFailures, Backoffs int64
 	// GuestMetrics are the metrics a proxy-wasm guest defined, in the order
 	// it defined them.
 	GuestMetrics []GuestMetric
@@ -625,7 +630,7 @@ func (f *Filter) Stats() Stats {
 	s := Stats{Created: h.stats.created.Load(), Discarded: h.stats.discarded.Load(), Failures: f.stats.failures.Load(),
 		Reloads: h.stats.reloads.Load(), FailedReloads: h.stats.failedReloads.Load(), MaxBusy: f.stats.maxBusy.Load(),
 		Calls: f.stats.calls.Load(), Traps: f.stats.traps.Load(), Timeouts: f.stats.timeouts.Load(), MemoryBytes: h.stats.memBytes.Load(),
-		FailOpen: f.stats.failOpen.Load()}
+		FailOpen: f.stats.failOpen.Load(), StartFailures: h.stats.startFailures.Load(), Backoffs: h.stats.backoffs.Load()}
 	if h == f {
 		s.GuestMetrics = f.metrics.snapshot()
 	}

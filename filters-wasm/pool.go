@@ -285,7 +285,10 @@ func (v *version) create() (*instance, error) {
 	if left := v.f.crash.backingOff(time.Now()); left > 0 {
 		err = v.f.backoffError(left)
 	} else if in, err = v.instantiate(); err != nil && !v.f.vmClosed.Load() {
-		v.f.crash.note(time.Now())
+		v.f.stats.startFailures.Add(1)
+		if v.f.crash.note(time.Now()) {
+			v.f.stats.backoffs.Add(1)
+		}
 	}
 	v.mu.Lock()
 	v.creating--

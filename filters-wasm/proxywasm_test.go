@@ -480,6 +480,10 @@ func TestProxyWasmCrashLoopBackoff(t *testing.T) {
 		if !failOpen && (err == nil || strings.Contains(err.Error(), "crash-loop back-off") || !strings.Contains(err.Error(), "proxy_on_configure returned false")) {
 			t.Errorf("after the back-off: %v, want a start-up tried again (and refused by the module)", err)
 		}
+		// What weft_wasm_start_failures_total and weft_wasm_backoffs_total export.
+		if st := f.Stats(); st.StartFailures < 5 || st.Backoffs < 1 {
+			t.Errorf("stats: %d start failures, %d back-offs; want at least 5 and 1", st.StartFailures, st.Backoffs)
+		}
 	}
 }
 

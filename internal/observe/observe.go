@@ -195,7 +195,7 @@ func (obs *Observer) sources(protocols *kernel.Loader[extension.Protocol], wasm 
 				s := wasm[name].Stats()
 				w := metrics.WasmFilter{Name: name, Calls: s.Calls, Traps: s.Traps, Timeouts: s.Timeouts,
 					Reloads: s.Reloads, FailedReloads: s.FailedReloads, Instances: int64(s.Live), MemoryBytes: s.MemoryBytes,
-					FailOpen: s.FailOpen}
+					FailOpen: s.FailOpen, StartFailures: s.StartFailures, Backoffs: s.Backoffs}
 				for _, g := range s.GuestMetrics {
 					w.Guest = append(w.Guest, metrics.GuestMetric{Name: wasmfilter.MetricName(g.Name),
 						Counter: g.Kind == wasmfilter.MetricCounter, Histogram: g.Kind == wasmfilter.MetricHistogram,

@@ -56,6 +56,8 @@ type WasmFilter struct {
 	Reloads, FailedReloads int64
 	Instances, MemoryBytes int64
 	FailOpen               int64
+	StartFailures          int64 // instances that failed to start
+	Backoffs               int64 // crash-loop back-offs begun
 	// Guest are the metrics a proxy-wasm guest defined.
 	Guest []GuestMetric
 }
@@ -192,6 +194,8 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 				{"weft_wasm_instances", "Live instances of the current module", prometheus.GaugeValue, w.Instances},
 				{"weft_wasm_memory_bytes", "Linear memory of the live instances", prometheus.GaugeValue, w.MemoryBytes},
 				{"weft_wasm_fail_open_total", "Calls a failed guest let through (fail_open)", prometheus.CounterValue, w.FailOpen},
+				{"weft_wasm_start_failures_total", "Instances that failed to start (a trap in start-up, a refused configuration, the start-up limit)", prometheus.CounterValue, w.StartFailures},
+				{"weft_wasm_backoffs_total", "Crash-loop back-offs begun: instances kept failing to start, none started for a while", prometheus.CounterValue, w.Backoffs},
 			} {
 				emit(m.name, m.help, m.t, float64(m.v), names, with(w.Name)...)
 			}
