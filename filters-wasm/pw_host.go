@@ -687,7 +687,7 @@ func (in *instance) pwProperty(path string) (string, bool) {
 	case "request.method":
 		return "POST", true
 	case "request.scheme":
-		return "http", true
+		return pwScheme(in.inv), true
 	case "request.host":
 		return in.pw.urlView(u, in.inv.Method).authority, true
 	case "request.protocol":
@@ -702,6 +702,28 @@ func (in *instance) pwProperty(path string) (string, bool) {
 		return in.inv.RemoteAddr, true
 	case "destination.address":
 		return in.pw.urlView(u, in.inv.Method).authority, true
+	case "connection.mtls":
+		// Envoy's bool attribute: one byte. A provider's call only: a
+		// consumer's call has no downstream connection.
+		if in.inv.RemoteAddr == "" {
+			return "", false
+		}
+		if in.inv.MTLS {
+			return "\x01", true
+		}
+		return "\x00", true
+	case "request.headers":
+		// Envoy's map attribute: the header map's pairs encoding.
+		return string(appendPairs(nil, pwMap(in, pwMapRequestHeaders).kv)), true
+	case "response.headers", "response.trailers":
+		typ := uint32(pwMapResponseHeaders)
+		if path == "response.trailers" {
+			typ = pwMapResponseTrailers
+		}
+		if m := pwMap(in, typ); m != nil && in.phase == phaseResponse {
+			return string(appendPairs(nil, m.kv)), true
+		}
+		return "", false
 	case "response.grpc_status":
 		if in.phase != phaseResponse {
 			return "", false
@@ -724,7 +746,36 @@ func (in *instance) pwProperty(path string) (string, bool) {
 	case "weft.application":
 		return u.Param(kernel.KeyApplication), true
 	}
+	// One header of a map: request.headers.<name> (Envoy's map access).
+	for _, m := range [...]struct {
+		prefix string
+		typ    uint32
+	}{{"request.headers.", pwMapRequestHeaders}, {"response.headers.", pwMapResponseHeaders}, {"response.trailers.", pwMapResponseTrailers}} {
+		prefix, typ := m.prefix, m.typ
+		name, ok := strings.CutPrefix(path, prefix)
+		if !ok || typ != pwMapRequestHeaders && in.phase != phaseResponse {
+			continue
+		}
+		if m := pwMap(in, typ); m != nil {
+			for _, h := range m.kv {
+				if strings.EqualFold(h.k, name) {
+					return h.v, true
+				}
+			}
+		}
+		return "", false
+	}
 	return "", false
+}
+
+// pwScheme is the call's :scheme: https for a provider's call that came
+// over TLS, http otherwise (a consumer's call shows http: its connection
+// is the transport's, not the call's).
+func pwScheme(inv *kernel.Invocation) string {
+	if inv.TLS {
+		return "https"
+	}
+	return "http"
 }
 
 // Names of the headers the host makes up rather than reads from
@@ -751,7 +802,7 @@ func (in *instance) pwRequestHeaders(kv []hdr) []hdr {
 	uv := in.pw.urlView(in.next.URL(), in.inv.Method)
 	kv = append(kv,
 		hdr{":method", "POST"},
-		hdr{":scheme", "http"},
+		hdr{":scheme", pwScheme(in.inv)},
 		hdr{":path", uv.path},
 		hdr{":authority", uv.authority},
 		hdr{"content-type", uv.contentType},

@@ -21,6 +21,9 @@ type Invocation struct {
 	Args []any
 	// RemoteAddr is the peer's address on the provider side, "" in process.
 	RemoteAddr string
+	// TLS says, on the provider side, that the call came over TLS; MTLS
+	// that its client certificate verified too (mutual TLS).
+	TLS, MTLS bool
 
 	attachments map[string]any
 	attributes  map[string]any

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/testpki"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -455,4 +458,135 @@ consumer: {references: {demo: {interface: org.weft.MetricsDemo, protocol: injvm}
 	if err == nil || !strings.Contains(err.Error(), "wasm.filters.pw-a") || !strings.Contains(err.Error(), "update sha256") {
 		t.Errorf("weft.New with the wrong sha256: %v, want the key path and the fix", err)
 	}
+}
+
+// What a proxy-wasm filter sees of a real call, over dubbo and tri, on the
+// provider's and the consumer's side (filters-wasm/testdata/proxywasm-go/
+// inspect, which reports it in a response header): the request headers
+// Envoy shows an HTTP filter for a gRPC request (:method, :scheme, :path,
+// :authority, content-type, grpc-timeout from the call's deadline, the
+// attachments), the properties (Envoy's attributes, request.headers as a
+// map, connection.mtls as a bool byte, plugin_*, weft.*), the VM's and the
+// plugin's configuration, the response's headers and trailers
+// (grpc-status 0); and grpc-status set in the trailers turning a success
+// into that error.
+func TestProxyWasmCallViewInApp(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		t.Run("plain", func(t *testing.T) { testProxyWasmCallView(t, proto, "") })
+		ca, cert, key := testpki.WriteFiles(t, t.TempDir())
+		t.Run("mutual-tls", func(t *testing.T) {
+			testProxyWasmCallView(t, proto, fmt.Sprintf("tls: {ca-cert-file: %q, tls-cert-file: %q, tls-key-file: %q}\n", ca, cert, key))
+		})
+	})
+}
+
+// testProxyWasmCallView runs the inspect filter on both sides of a call,
+// over TLS when tlsYAML (a tls block both apps share) is set.
+func testProxyWasmCallView(t *testing.T, proto, tlsYAML string) {
+	mod := buildProxyWasmGo(t, t.TempDir(), "inspect")
+	addr := freePort(t)
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	startApp(t, tlsYAML+fmt.Sprintf(`
+protocols: {%s: {port: %s}}
+wasm:
+  filters:
+    inspect-p: {abi: proxy-wasm, path: %q, root_id: inspect, vm_id: v, vm_configuration: vmcfg, configuration: plugin-p, groups: [provider]}
+provider: {services: {tracer: {interface: org.weft.Tracer, protocol: %s}}}
+`, proto, port, mod, proto), weft.WithService("tracer", tracer{}))
+	var cl tracerClient
+	client := startApp(t, tlsYAML+fmt.Sprintf(`
+wasm:
+  filters:
+    inspect-c: {abi: proxy-wasm, path: %q, root_id: inspect, configuration: plugin-c, groups: [consumer]}
+consumer: {references: {tracer: {interface: org.weft.Tracer, url: "%s://%s", timeout: 5000, retries: 0}}}
+`, mod, proto, addr), weft.WithReference("tracer", &cl))
+	iv, err := client.Reference("tracer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := kernel.NewInvocation("echo", "hi")
+	inv.SetAttachment("x-user", "alice")
+	res, err := iv.Invoke(context.Background(), inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type report struct {
+		VMConfiguration  string            `json:"vm_configuration"`
+		Configuration    string            `json:"configuration"`
+		RequestHeaders   map[string]string `json:"request_headers"`
+		Properties       map[string]string `json:"properties"`
+		ResponseHeaders  map[string]string `json:"response_headers"`
+		ResponseTrailers map[string]string `json:"response_trailers"`
+	}
+	for _, side := range []string{kernel.SideProvider, kernel.SideConsumer} {
+		raw, _ := res.Attachments["x-inspect-"+side].(string)
+		var r report
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			t.Fatalf("%s: no report in the result's attachments (%v): %v", side, res.Attachments, err)
+		}
+		scheme, mtls := "http", "00"
+		if tlsYAML != "" && side == kernel.SideProvider {
+			scheme, mtls = "https", "01" // the provider's call came over mutual TLS
+		}
+		want := map[string]string{":method": "POST", ":scheme": scheme, ":path": "/org.weft.Tracer/echo", ":authority": addr, "x-user": "alice"}
+		for k, v := range want {
+			if r.RequestHeaders[k] != v {
+				t.Errorf("%s: request header %s = %q, want %q (all: %v)", side, k, r.RequestHeaders[k], v, r.RequestHeaders)
+			}
+		}
+		ct := r.RequestHeaders["content-type"]
+		if proto == "dubbo" && ct != "application/dubbo+hessian2" || proto == "tri" && !strings.HasPrefix(ct, "application/grpc") {
+			t.Errorf("%s: content-type %q", side, ct)
+		}
+		if d, err := parseGRPCTimeout(r.RequestHeaders["grpc-timeout"]); err != nil || d <= 0 || d > 5*time.Second {
+			t.Errorf("%s: grpc-timeout %q (%v, %v), want the time left of the call's 5 s", side, r.RequestHeaders["grpc-timeout"], d, err)
+		}
+		p := r.Properties
+		wantP := map[string]string{"request.path": "/org.weft.Tracer/echo", "request.method": "POST", "destination.address": addr,
+			"plugin_root_id": "inspect", "weft.interface": "org.weft.Tracer", "weft.method": "echo", "weft.side": side,
+			"weft.protocol": proto, "request.headers.x-user": "alice", "request.headers": "alice"}
+		if side == kernel.SideProvider {
+			wantP["plugin_name"], wantP["plugin_vm_id"], wantP["connection.mtls"], wantP["request.scheme"] = "inspect-p", "v", mtls, scheme
+		} else {
+			wantP["plugin_name"] = "inspect-c"
+		}
+		for k, v := range wantP {
+			if p[k] != v {
+				t.Errorf("%s: property %s = %q, want %q (all: %v)", side, k, p[k], v, p)
+			}
+		}
+		if side == kernel.SideProvider && !strings.HasPrefix(p["source.address"], "127.0.0.1:") {
+			t.Errorf("provider: source.address %q, want the consumer's 127.0.0.1:port", p["source.address"])
+		}
+		if _, ok := p["connection.mtls"]; side == kernel.SideConsumer && ok {
+			t.Errorf("consumer: connection.mtls %q, want none (a consumer's call has no downstream connection)", p["connection.mtls"])
+		}
+		if side == kernel.SideProvider && (r.VMConfiguration != "vmcfg" || r.Configuration != "plugin-p") || side == kernel.SideConsumer && r.Configuration != "plugin-c" {
+			t.Errorf("%s: vm_configuration %q, configuration %q", side, r.VMConfiguration, r.Configuration)
+		}
+		if r.ResponseHeaders[":status"] != "200" || r.ResponseTrailers["grpc-status"] != "0" {
+			t.Errorf("%s: response headers %v, trailers %v; want :status 200 and grpc-status 0", side, r.ResponseHeaders, r.ResponseTrailers)
+		}
+	}
+
+	fail := kernel.NewInvocation("echo", "hi")
+	fail.SetAttachment("x-inspect-fail", "5") // NOT_FOUND
+	_, err = iv.Invoke(context.Background(), fail)
+	if kernel.CodeOf(err) != kernel.CodeOfGRPCStatus(5) || !strings.Contains(err.Error(), "failed by the inspect filter") {
+		t.Errorf("grpc-status 5 set in the trailers: %v, want code %v with the filter's message", err, kernel.CodeOfGRPCStatus(5))
+	}
+}
+
+// parseGRPCTimeout reads a grpc-timeout header: up to 8 digits and a unit.
+func parseGRPCTimeout(s string) (time.Duration, error) {
+	units := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}
+	if len(s) < 2 || len(s) > 9 {
+		return 0, fmt.Errorf("grpc-timeout %q: want 1 to 8 digits and a unit", s)
+	}
+	unit, ok := units[s[len(s)-1]]
+	n, err := strconv.Atoi(s[:len(s)-1])
+	if !ok || err != nil || n < 0 {
+		return 0, fmt.Errorf("grpc-timeout %q: want digits and one of HMSmun", s)
+	}
+	return time.Duration(n) * unit, nil
 }

@@ -1,6 +1,7 @@
 package netty
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -164,6 +165,8 @@ type Conn struct {
 
 	attrs  sync.Map
 	remote string
+	tls    bool // a server's TLS connection (TLS)
+	mtls   bool // one whose client certificate verified (MTLS)
 
 	// The read loop may serve a call itself (see Inliner and reader).
 	inliner  Inliner
@@ -247,6 +250,10 @@ type StatefulChannel interface {
 	SetAttr(k, v any)
 	// RemoteAddrString is RemoteAddr().String(), computed once.
 	RemoteAddrString() string
+	// TLS says whether the connection is TLS, MTLS whether its client
+	// certificate verified too (mutual TLS), on a server's side.
+	TLS() bool
+	MTLS() bool
 	// CountControl counts a control frame about to be sent: false past
 	// MaxQueuedControl of them queued to a peer that does not read them.
 	CountControl() bool
@@ -267,6 +274,9 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
 	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{}),
 		remote: nc.RemoteAddr().String(), rsignal: make(chan struct{}, 1)}
+	if tc, ok := nc.(*tls.Conn); ok { // handshaken already on a server
+		c.tls, c.mtls = true, len(tc.ConnectionState().VerifiedChains) > 0
+	}
 	c.seq, _ = codec.(Sequencer)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -330,6 +340,13 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
 // RemoteAddrString is RemoteAddr().String(), computed once.
 func (c *Conn) RemoteAddrString() string { return c.remote }
+
+// TLS says whether a server's connection is TLS.
+func (c *Conn) TLS() bool { return c.tls }
+
+// MTLS says whether a server's connection is TLS with a client certificate
+// that verified against the server's CAs (mutual TLS).
+func (c *Conn) MTLS() bool { return c.mtls }
 
 // IsClosed reports whether Close ran or the connection broke.
 func (c *Conn) IsClosed() bool { return c.closed.Load() }

@@ -241,7 +241,7 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 		f = &requestFrame{}
 	}
 	inv := &f.inv
-	*inv = kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString()}
+	*inv = kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString(), TLS: ch.TLS(), MTLS: ch.MTLS()}
 	inv.SetAttachments(r.Attachments)
 	// The consumer's deadline travels: no provider works for a consumer
 	// that gave up. Filters, the implementation and WASM guests see it; the

@@ -295,11 +295,11 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		if err != nil {
 			return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "request: "+err.Error())
 		}
-		*inv = kernel.Invocation{Method: c.method, ParamTypes: desc, Args: args, RemoteAddr: conn.RemoteAddrString()}
+		*inv = kernel.Invocation{Method: c.method, ParamTypes: desc, Args: args, RemoteAddr: conn.RemoteAddrString(), TLS: conn.TLS(), MTLS: conn.MTLS()}
 	} else {
 		all.arg.data = msg
 		all.args[0] = &all.arg
-		*inv = kernel.Invocation{Method: c.method, Args: all.args[:], RemoteAddr: conn.RemoteAddrString()}
+		*inv = kernel.Invocation{Method: c.method, Args: all.args[:], RemoteAddr: conn.RemoteAddrString(), TLS: conn.TLS(), MTLS: conn.MTLS()}
 	}
 	inv.SetAttachments(attachmentsOf(hdr))
 	budget := c.timeout
@@ -394,9 +394,9 @@ func (h *handler) replyStream(conn *netty.Conn, e *exporter, all *serverCall, ki
 			}
 		}
 		all.arg.data = msg
-		*inv = kernel.Invocation{Method: c.method, Args: []any{&all.arg, ss}, RemoteAddr: conn.RemoteAddrString()}
+		*inv = kernel.Invocation{Method: c.method, Args: []any{&all.arg, ss}, RemoteAddr: conn.RemoteAddrString(), TLS: conn.TLS(), MTLS: conn.MTLS()}
 	} else {
-		*inv = kernel.Invocation{Method: c.method, Args: []any{ss}, RemoteAddr: conn.RemoteAddrString()}
+		*inv = kernel.Invocation{Method: c.method, Args: []any{ss}, RemoteAddr: conn.RemoteAddrString(), TLS: conn.TLS(), MTLS: conn.MTLS()}
 	}
 	inv.SetAttachments(attachmentsOf(st.headers))
 	budget := c.timeout
@@ -604,7 +604,7 @@ func (h *handler) replyHTTP1(conn *netty.Conn, c *http1Call) []byte {
 	if err != nil {
 		return http1Error(statusInvalidArgument, err.Error(), r.close)
 	}
-	inv := &kernel.Invocation{Method: method, Args: args, RemoteAddr: conn.RemoteAddrString()}
+	inv := &kernel.Invocation{Method: method, Args: args, RemoteAddr: conn.RemoteAddrString(), TLS: conn.TLS(), MTLS: conn.MTLS()}
 	att := map[string]any{}
 	for k, v := range r.headers {
 		if !reservedHeader(k) {
