@@ -40,6 +40,7 @@ var (
 	sigQueueEnq  = signature{i32s(3), []api.ValueType{i32}}
 	sigQueueDeq  = signature{i32s(3), []api.ValueType{i32}}
 	sigQueueCB   = signature{[]api.ValueType{i32}, nil}
+	sigGetProp   = signature{i32s(4), []api.ValueType{i32}}
 )
 
 // capHostFunctions are v1.1's host functions, by name; hostModule binds them
@@ -60,6 +61,28 @@ var capHostFunctions = map[string]struct {
 	"queue_resolve":   {sigQueueRes, (*instance).hQueueResolve},
 	"queue_enqueue":   {sigQueueEnq, (*instance).hQueueEnqueue},
 	"queue_dequeue":   {sigQueueDeq, (*instance).hQueueDequeue},
+	"get_property":    {sigGetProp, (*instance).hGetProperty},
+}
+
+// hGetProperty is get_property(path_ptr, path_len, ret_ptr_ptr,
+// ret_len_ptr): a property by its dotted path, as proxy-wasm filters read
+// them (one implementation, instance.property).
+func (in *instance) hGetProperty(ctx context.Context, s []uint64) {
+	if in == nil {
+		s[0] = statusNotFound
+		return
+	}
+	path, ok := in.read(uint32(s[0]), uint32(s[1]))
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
+	v, found := in.property(string(path))
+	if !found {
+		s[0] = statusNotFound
+		return
+	}
+	s[0] = uint64(in.returnString(ctx, uint32(s[2]), uint32(s[3]), v))
 }
 
 // weftStatus maps a proxy-wasm status of the shared implementation to

@@ -618,6 +618,13 @@ func testSharedCount(t *testing.T, path string) {
 	if got := call(); got != "1" {
 		t.Fatalf("first call counted %q, want 1", got)
 	}
+	// get_property (v1.1) through the SDK's wrapper: the filter's name.
+	ep := newEndpoint()
+	var by any
+	ep.seen = func(inv *kernel.Invocation) { by = inv.Attachments()["x-counted-by"] }
+	if _, err := f.Invoke(context.Background(), ep, kernel.NewInvocation("sayHello")); err != nil || by != "sharedcount" {
+		t.Fatalf("x-counted-by %v (%v), want sharedcount: the SDK's property wrapper over get_property", by, err)
+	}
 	const callers, each = 8, 50
 	var wg sync.WaitGroup
 	for range callers {
@@ -630,13 +637,13 @@ func testSharedCount(t *testing.T, path string) {
 		}()
 	}
 	wg.Wait()
-	if got, want := call(), fmt.Sprint(callers*each+2); got != want {
-		t.Fatalf("count %s after %d calls, want %s: increments were lost", got, callers*each+2, want)
+	if got, want := call(), fmt.Sprint(callers*each+3); got != want {
+		t.Fatalf("count %s after %d calls, want %s: increments were lost", got, callers*each+3, want)
 	}
 	if v, ok := guestMetric(f, "requests"); !ok {
 		t.Error("no metric requests")
-	} else if v != callers*each+2 {
-		t.Errorf("metric requests = %d, want %d", v, callers*each+2)
+	} else if v != callers*each+3 {
+		t.Errorf("metric requests = %d, want %d", v, callers*each+3)
 	}
 }
 

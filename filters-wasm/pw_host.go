@@ -662,56 +662,20 @@ func propertyPath(p []byte) string {
 	return strings.TrimRight(strings.ReplaceAll(string(p), "\x00", "."), ".")
 }
 
-// pwProperty answers a property with Envoy's attribute names where they
-// apply, and weft.* for what only weft knows. Values are text.
+// pwProperty answers a property for a proxy-wasm filter: what only
+// proxy-wasm has (its root id, what filters set with proxy_set_property,
+// the header maps), then the properties both ABIs share (property).
 func (in *instance) pwProperty(path string) (string, bool) {
-	f := in.f
-	switch path {
-	case "plugin_name":
-		return f.name, true
-	case "plugin_root_id":
-		return f.pw.rootID, true
-	case "plugin_vm_id":
-		return f.vmID, true
+	if path == "plugin_root_id" {
+		return in.f.pw.rootID, true
 	}
 	if v, ok := in.pw.props[path]; ok {
 		return v, true
 	}
 	if in.inv == nil || in.next == nil {
-		return "", false
+		return in.property(path)
 	}
-	u := in.next.URL()
 	switch path {
-	case "request.path", "request.url_path":
-		return in.pw.urlView(u, in.inv.Method).path, true
-	case "request.method":
-		return "POST", true
-	case "request.scheme":
-		return pwScheme(in.inv), true
-	case "request.host":
-		return in.pw.urlView(u, in.inv.Method).authority, true
-	case "request.protocol":
-		if u.Protocol == "tri" {
-			return "HTTP/2", true
-		}
-		return u.Protocol, true
-	case "source.address":
-		if in.inv.RemoteAddr == "" {
-			return "", false
-		}
-		return in.inv.RemoteAddr, true
-	case "destination.address":
-		return in.pw.urlView(u, in.inv.Method).authority, true
-	case "connection.mtls":
-		// Envoy's bool attribute: one byte. A provider's call only: a
-		// consumer's call has no downstream connection.
-		if in.inv.RemoteAddr == "" {
-			return "", false
-		}
-		if in.inv.MTLS {
-			return "\x01", true
-		}
-		return "\x00", true
 	case "request.headers":
 		// Envoy's map attribute: the header map's pairs encoding.
 		return string(appendPairs(nil, pwMap(in, pwMapRequestHeaders).kv)), true
@@ -729,6 +693,76 @@ func (in *instance) pwProperty(path string) (string, bool) {
 			return "", false
 		}
 		return strconv.Itoa(in.pwGRPCStatus()), true
+	}
+	// One header of a map: request.headers.<name> (Envoy's map access).
+	for _, m := range [...]struct {
+		prefix string
+		typ    uint32
+	}{{"request.headers.", pwMapRequestHeaders}, {"response.headers.", pwMapResponseHeaders}, {"response.trailers.", pwMapResponseTrailers}} {
+		name, ok := strings.CutPrefix(path, m.prefix)
+		if !ok {
+			continue
+		}
+		if m.typ != pwMapRequestHeaders && in.phase != phaseResponse {
+			return "", false
+		}
+		if hv := pwMap(in, m.typ); hv != nil {
+			for _, h := range hv.kv {
+				if strings.EqualFold(h.k, name) {
+					return h.v, true
+				}
+			}
+		}
+		return "", false
+	}
+	return in.property(path)
+}
+
+// property answers the properties both ABIs share (proxy-wasm's
+// proxy_get_property, weft's get_property), with Envoy's attribute names
+// where they apply and weft.* for what only weft knows. Values are text,
+// but for Envoy's bool attributes: one byte, 0 or 1.
+func (in *instance) property(path string) (string, bool) {
+	f := in.f
+	switch path {
+	case "plugin_name":
+		return f.name, true
+	case "plugin_vm_id":
+		return f.vmID, true
+	}
+	if in.inv == nil || in.next == nil {
+		return "", false
+	}
+	u := in.next.URL()
+	switch path {
+	case "request.path", "request.url_path":
+		return in.callPath(u), true
+	case "request.method":
+		return "POST", true
+	case "request.scheme":
+		return pwScheme(in.inv), true
+	case "request.host", "destination.address":
+		return u.Address(), true
+	case "request.protocol":
+		if u.Protocol == "tri" {
+			return "HTTP/2", true
+		}
+		return u.Protocol, true
+	case "source.address":
+		if in.inv.RemoteAddr == "" {
+			return "", false
+		}
+		return in.inv.RemoteAddr, true
+	case "connection.mtls":
+		// Envoy's bool attribute. A provider's call only: a consumer's
+		// call has no downstream connection.
+		if in.inv.RemoteAddr == "" {
+			return "", false
+		}
+		if in.inv.MTLS {
+			return "\x01", true
+		}
+		return "\x00", true
 	case "weft.interface":
 		return u.Interface(), true
 	case "weft.method":
@@ -746,26 +780,16 @@ func (in *instance) pwProperty(path string) (string, bool) {
 	case "weft.application":
 		return u.Param(kernel.KeyApplication), true
 	}
-	// One header of a map: request.headers.<name> (Envoy's map access).
-	for _, m := range [...]struct {
-		prefix string
-		typ    uint32
-	}{{"request.headers.", pwMapRequestHeaders}, {"response.headers.", pwMapResponseHeaders}, {"response.trailers.", pwMapResponseTrailers}} {
-		prefix, typ := m.prefix, m.typ
-		name, ok := strings.CutPrefix(path, prefix)
-		if !ok || typ != pwMapRequestHeaders && in.phase != phaseResponse {
-			continue
-		}
-		if m := pwMap(in, typ); m != nil {
-			for _, h := range m.kv {
-				if strings.EqualFold(h.k, name) {
-					return h.v, true
-				}
-			}
-		}
-		return "", false
-	}
 	return "", false
+}
+
+// callPath is the call's :path, /<interface>/<method>: a proxy-wasm
+// instance keeps it from call to call.
+func (in *instance) callPath(u *kernel.URL) string {
+	if in.pw != nil {
+		return in.pw.urlView(u, in.inv.Method).path
+	}
+	return "/" + u.Interface() + "/" + in.inv.Method
 }
 
 // pwScheme is the call's :scheme: https for a provider's call that came

@@ -138,6 +138,8 @@ WEFT_IMPORT("queue_resolve") int32_t weft__queue_resolve(const char *vm_id, uint
                                                          uint32_t name_len, uint32_t *id);
 WEFT_IMPORT("queue_enqueue") int32_t weft__queue_enqueue(uint32_t id, const char *item, uint32_t item_len);
 WEFT_IMPORT("queue_dequeue") int32_t weft__queue_dequeue(uint32_t id, const char **ret_ptr, uint32_t *ret_len);
+WEFT_IMPORT("get_property") int32_t weft__get_property(const char *path, uint32_t path_len, const char **ret_ptr,
+                                                       uint32_t *ret_len);
 
 /* ------------------------------------------------------------------ */
 /* Typed wrappers. Getters fill *out and return a WEFT_* status; *out is
@@ -229,6 +231,12 @@ static inline int32_t weft_queue_resolve(weft_str vm_id, weft_str name, uint32_t
 }
 static inline int32_t weft_queue_enqueue(uint32_t id, weft_str item) {
     return weft__queue_enqueue(id, item.ptr, item.len);
+}
+/* A property of the call by its dotted path, with the names proxy-wasm
+ * filters read (v1.1): request.path, source.address, connection.mtls (one
+ * byte, 0 or 1), plugin_name, weft.interface, weft.side... */
+static inline int32_t weft_get_property(weft_str path, weft_str *out) {
+    return weft__get_property(path.ptr, path.len, &out->ptr, &out->len);
 }
 static inline int32_t weft_queue_dequeue(uint32_t id, weft_str *out) {
     return weft__queue_dequeue(id, &out->ptr, &out->len);

@@ -90,6 +90,9 @@ export declare function queue_enqueue(id: u32, itemPtr: usize, itemLen: usize): 
 @external("weft", "queue_dequeue")
 export declare function queue_dequeue(id: u32, retPtrPtr: usize, retLenPtr: usize): i32;
 
+@external("weft", "get_property")
+export declare function get_property(pathPtr: usize, pathLen: usize, retPtrPtr: usize, retLenPtr: usize): i32;
+
 /** Status codes of the host functions. */
 export const STATUS_OK: i32 = 0;
 export const STATUS_NOT_FOUND: i32 = 1;

@@ -205,6 +205,17 @@ export class Call {
     return result("get_remote_address", host.get_remote_address(retPtr, retLen));
   }
 
+  /** A property of the call by its dotted path, with the names proxy-wasm
+   * filters read (ABI v1.1): request.path, source.address, connection.mtls
+   * (one byte, 0 or 1), plugin_name, weft.interface, weft.side...; null when
+   * the call has none. */
+  property(path: string): string | null {
+    let p = utf8(path);
+    clearRet();
+    return result("get_property",
+      host.get_property(changetype<usize>(p), p.byteLength, retPtr, retLen));
+  }
+
   /** One attachment as text (non-string values formatted); null when absent. */
   attachment(key: string): string | null {
     let k = utf8(key);

@@ -28,6 +28,9 @@ static int32_t on_request(void) {
     weft_buf v = weft_buf_arena(24);
     weft_buf_i64(&v, n);
     weft_set_attachment(WEFT_LIT("x-count"), weft_buf_str(&v));
+    /* Which filter counted: a property, as proxy-wasm filters read them. */
+    weft_str name;
+    if (weft_get_property(WEFT_LIT("plugin_name"), &name) == WEFT_OK) weft_set_attachment(WEFT_LIT("x-counted-by"), name);
     weft_metric_add(requests, 1);
     return WEFT_CONTINUE;
 }

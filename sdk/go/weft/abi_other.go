@@ -36,3 +36,4 @@ func hostQueueRegister(_ string, _ *uint32) int32   { return noHost() }
 func hostQueueResolve(_, _ string, _ *uint32) int32 { return noHost() }
 func hostQueueEnqueue(_ uint32, _ string) int32     { return noHost() }
 func hostQueueDequeue(_ uint32, _, _ *uint32) int32 { return noHost() }
+func hostGetProperty(_ string, _, _ *uint32) int32  { return noHost() }

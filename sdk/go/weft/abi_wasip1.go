@@ -88,3 +88,6 @@ func hostQueueEnqueue(id uint32, item string) int32
 
 //go:wasmimport weft queue_dequeue
 func hostQueueDequeue(id uint32, retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft get_property
+func hostGetProperty(path string, retPtrPtr, retLenPtr *uint32) int32

@@ -141,6 +141,19 @@ func (c *Call) RemoteAddress() (string, bool) {
 	return fetch("get_remote_address", hostGetRemoteAddress)
 }
 
+// Property returns a property of the call by its dotted path, with the
+// names proxy-wasm filters read (ABI v1.1, sdk/ABI.md): request.path,
+// source.address, destination.address, connection.mtls (one byte, 0 or
+// 1), plugin_name, plugin_vm_id, weft.interface, weft.method, weft.side...;
+// false when the call has none.
+func (c *Call) Property(path string) (string, bool) {
+	if !utf8.ValidString(path) {
+		return "", false
+	}
+	retPtr, retLen = 0, 0
+	return result("get_property", hostGetProperty(path, &retPtr, &retLen))
+}
+
 // Attachment returns the attachment key as text (non-string values
 // formatted by the host); false when absent.
 func (c *Call) Attachment(key string) (string, bool) {

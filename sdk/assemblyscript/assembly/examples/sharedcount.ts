@@ -21,6 +21,9 @@ onRequest((c: Call): Action => {
     if (st != STATUS_CAS_MISMATCH) return c.reject(Code.Unknown, "sharedcount: shared_set status " + st.toString());
   }
   c.setAttachment("x-count", next);
+  // Which filter counted: a property, as proxy-wasm filters read them.
+  let name = c.property("plugin_name");
+  if (name != null) c.setAttachment("x-counted-by", name);
   metricAdd(requests, 1);
   return Action.Continue;
 });

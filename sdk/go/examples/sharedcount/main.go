@@ -34,6 +34,10 @@ func init() {
 				return c.Reject(weft.CodeUnknown, "sharedcount: "+err.Error())
 			}
 			c.SetAttachment("x-count", next)
+			// Which filter counted: a property, as proxy-wasm filters read them.
+			if name, ok := c.Property("plugin_name"); ok {
+				c.SetAttachment("x-counted-by", name)
+			}
 			break
 		}
 		requests.Add(1)

@@ -179,6 +179,7 @@ pub mod sys {
         pub fn queue_resolve(vm_ptr: *const u8, vm_len: usize, name_ptr: *const u8, name_len: usize, id: *mut u32) -> i32;
         pub fn queue_enqueue(id: u32, item_ptr: *const u8, item_len: usize) -> i32;
         pub fn queue_dequeue(id: u32, ret_ptr: *mut *const u8, ret_len: *mut usize) -> i32;
+        pub fn get_property(path_ptr: *const u8, path_len: usize, ret_ptr: *mut *const u8, ret_len: *mut usize) -> i32;
     }
 
     /// Off wasm (unit tests, docs) the host is absent: getters find nothing.
@@ -215,6 +216,7 @@ pub mod sys {
         pub unsafe fn queue_resolve(_: *const u8, _: usize, _: *const u8, _: usize, _: *mut u32) -> i32 { 1 }
         pub unsafe fn queue_enqueue(_: u32, _: *const u8, _: usize) -> i32 { 2 }
         pub unsafe fn queue_dequeue(_: u32, _: *mut *const u8, _: *mut usize) -> i32 { 2 }
+        pub unsafe fn get_property(_: *const u8, _: usize, _: *mut *const u8, _: *mut usize) -> i32 { 1 }
     }
     #[cfg(not(target_arch = "wasm32"))]
     pub use absent::*;
@@ -394,6 +396,13 @@ impl Call {
     /// In `on_response`: the error message; `NotFound` when the call succeeded.
     pub fn error(&self) -> Result<&str, Status> {
         fetch(|p, l| unsafe { sys::get_error(p, l) })
+    }
+    /// A property of the call by its dotted path, with the names
+    /// proxy-wasm filters read (ABI v1.1): `request.path`,
+    /// `source.address`, `connection.mtls` (one byte, 0 or 1),
+    /// `plugin_name`, `weft.interface`, `weft.side`...
+    pub fn property(&self, path: &str) -> Result<&str, Status> {
+        fetch(|p, l| unsafe { sys::get_property(path.as_ptr(), path.len(), p, l) })
     }
     /// One attachment, as text.
     pub fn attachment(&self, key: &str) -> Result<&str, Status> {

@@ -49,6 +49,10 @@ fn on_request(call: &Call) -> Action {
         }
     }
     let _ = call.set_attachment("x-count", next.as_str());
+    // Which filter counted: a property, as proxy-wasm filters read them.
+    if let Ok(name) = call.property("plugin_name") {
+        let _ = call.set_attachment("x-counted-by", name);
+    }
     let _ = call.metric_add(id, 1);
     Action::Continue
 }
