@@ -95,8 +95,9 @@ func buildProxyGo(t testing.TB, dir string, names ...string) map[string]string {
 // testProxyHeaders runs a headers filter (assembly/headers.ts or
 // proxywasm-go/headers) that answers x-served-by with its root id.
 func testProxyHeaders(t *testing.T, path, rootID string) {
+	logs := &allRecords{store: &recStore{}}
 	f := newFilter(t, path, wasmfilter.Config{Name: rootID, ABI: wasmfilter.ABIProxyWasm,
-		RootID: rootID, Configuration: []byte("cfg-1")})
+		RootID: rootID, Configuration: []byte("cfg-1"), Log: slog.New(logs)})
 	ep := newEndpoint()
 	var seen map[string]any
 	ep.seen = func(inv *kernel.Invocation) {
@@ -138,6 +139,10 @@ func testProxyHeaders(t *testing.T, path, rootID string) {
 	}
 	if seen != nil {
 		t.Error("the call the filter answered itself still reached the provider")
+	}
+	// proxy_log at info reaches the App's logger at info, with the filter.
+	if !logs.has(slog.LevelInfo, "denying mallory", rootID) {
+		t.Errorf("the guest's info log \"denying mallory\" is not in the filter's log at INFO: %v", logs.lines())
 	}
 	if st := f.Stats(); st.Failures != 0 || st.Live < 1 {
 		t.Errorf("stats %+v: want no failures", st)
@@ -811,4 +816,57 @@ func TestProxyWasmTickCallout(t *testing.T) {
 	if m := n.Load(); m != asked {
 		t.Errorf("the key server was asked %d more times after Close", m-asked)
 	}
+}
+
+// allRecords is a slog.Handler that keeps every record, with the attributes
+// of the logger it came through (loggers made With share the store).
+type allRecords struct {
+	store *recStore
+	attrs []slog.Attr
+}
+
+type recStore struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *allRecords) st() *recStore {
+	if r.store == nil {
+		r.store = &recStore{}
+	}
+	return r.store
+}
+
+func (r *allRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (r *allRecords) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Level.String() + " " + rec.Message
+	for _, a := range r.attrs {
+		line += " " + a.String()
+	}
+	st := r.st()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.lines = append(st.lines, line)
+	return nil
+}
+func (r *allRecords) WithAttrs(as []slog.Attr) slog.Handler {
+	return &allRecords{store: r.st(), attrs: append(append([]slog.Attr(nil), r.attrs...), as...)}
+}
+func (r *allRecords) WithGroup(string) slog.Handler { return r }
+
+func (r *allRecords) lines() []string {
+	st := r.st()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]string(nil), st.lines...)
+}
+
+// has says whether a record at level has msg and names filter.
+func (r *allRecords) has(level slog.Level, msg, filter string) bool {
+	for _, l := range r.lines() {
+		if strings.HasPrefix(l, level.String()+" "+msg) && strings.Contains(l, "filter="+filter) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,12 +1,15 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -96,8 +99,10 @@ func TestProxyWasmBodies(t *testing.T) {
 						return m.GetValue()
 					}
 				}
+				logs := &lockedBuffer{}
+				logger := weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))
 				startApp(t, fmt.Sprintf("%sprotocols: {%s: {port: %s}}\nprovider: {services: {svc: {interface: %s, protocol: %s}}}\n",
-					pFilter, tc.proto, addr[strings.LastIndexByte(addr, ':')+1:], iface, tc.proto), weft.WithService("svc", svc))
+					pFilter, tc.proto, addr[strings.LastIndexByte(addr, ':')+1:], iface, tc.proto), weft.WithService("svc", svc), logger)
 				var c tracerClient
 				var pc pbEchoClient
 				ref := any(&c)
@@ -105,7 +110,7 @@ func TestProxyWasmBodies(t *testing.T) {
 					ref = &pc
 				}
 				app := startApp(t, fmt.Sprintf("%sconsumer: {references: {svc: {interface: %s, url: \"%s://%s\", retries: 0}}}\n",
-					cFilter, iface, tc.proto, addr), weft.WithReference("svc", ref))
+					cFilter, iface, tc.proto, addr), weft.WithReference("svc", ref), logger)
 				iv, err := app.Reference("svc")
 				if err != nil {
 					t.Fatal(err)
@@ -135,6 +140,9 @@ func TestProxyWasmBodies(t *testing.T) {
 				if got != "hello" || att["x-set-body"] == "ok" || att["x-set-body"] == nil {
 					t.Fatalf("a request body of another type: result %q (set: %v); want it refused and the call unchanged", got, att["x-set-body"])
 				}
+				if l := logs.String(); !strings.Contains(l, "new body does not decode into the call's values") || !strings.Contains(l, "protocol="+tc.proto) || !strings.Contains(l, "body=request") {
+					t.Errorf("the refused body left no log line naming the protocol and the body; the log:\n%s", l)
+				}
 				got, _ = call(map[string]string{"x-new-resp-body": hex.EncodeToString(tc.body("bye"))})
 				if got != "bye" {
 					t.Fatalf("response body replaced: result %q, want bye", got)
@@ -142,4 +150,22 @@ func TestProxyWasmBodies(t *testing.T) {
 			})
 		}
 	}
+}
+
+// lockedBuffer is a log destination read while the App may still write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
