@@ -590,3 +590,131 @@ func parseGRPCTimeout(s string) (time.Duration, error) {
 	}
 	return time.Duration(n) * unit, nil
 }
+
+// attAnswer is a service that answers with one attachment of its call: what
+// the filters before it set.
+type attAnswer struct{}
+
+func (attAnswer) Get(ctx context.Context, key string) (string, error) {
+	inv, ok := kernel.InvocationFrom(ctx)
+	if !ok {
+		return "", fmt.Errorf("no invocation in context")
+	}
+	return inv.AttachmentString(key), nil
+}
+
+type attClient struct {
+	Get func(ctx context.Context, key string) (string, error)
+}
+
+// The host capabilities end to end, through a provider App over dubbo and
+// tri, each filter named by its service's filter list: shared data with
+// compare-and-swap from 8 concurrent callers (the AssemblyScript counter,
+// which numbers each call in x-n) loses no increment; its tick and a
+// shared queue (proxywasm_queue.wat) show in the guest metrics on
+// /metrics; a guest that traps fails its call closed, or lets it through
+// with fail_open (counted); a host function allowed_capabilities do not
+// list has no effect.
+func TestProxyWasmCapabilitiesInApp(t *testing.T) {
+	forEachProtocol(t, testProxyWasmCapabilitiesInApp)
+}
+
+func testProxyWasmCapabilitiesInApp(t *testing.T, proto string) {
+	dir := t.TempDir()
+	counter := buildProxyWasmAS(t, dir, "counter")
+	queue := buildProxyWasmWAT(t, dir, "proxywasm_queue")
+	corners := buildProxyWasmWAT(t, dir, "proxywasm")
+	addr := freePort(t)
+	services := []string{"count", "queue", "trap", "trapopen", "restricted"}
+	var svcYAML, refYAML strings.Builder
+	opts := []weft.Option{}
+	clients := map[string]*attClient{}
+	for _, s := range services {
+		fmt.Fprintf(&svcYAML, "    %s: {interface: org.weft.cap.%s, protocol: %s, filter: pw-%s}\n", s, s, proto, s)
+		fmt.Fprintf(&refYAML, "    %s: {interface: org.weft.cap.%s, url: \"%s://%s\", retries: 0}\n", s, s, proto, addr)
+		opts = append(opts, weft.WithService(s, attAnswer{}))
+		clients[s] = &attClient{}
+	}
+	provider := startApp(t, fmt.Sprintf(`
+metrics: {enable: true}
+protocols: {%s: {port: %s}}
+wasm:
+  filters:
+    pw-count: {abi: proxy-wasm, path: %q, root_id: counter, vm_id: limits}
+    pw-queue: {abi: proxy-wasm, path: %q, vm_id: q}
+    pw-trap: {abi: proxy-wasm, path: %[5]q, configuration: t}
+    pw-trapopen: {abi: proxy-wasm, path: %[5]q, configuration: t, fail_open: true}
+    pw-restricted: {abi: proxy-wasm, path: %[5]q, configuration: o, allowed_capabilities: [proxy_on_request_headers, proxy_get_buffer_bytes]}
+provider:
+  services:
+%s`, proto, addr[strings.LastIndexByte(addr, ':')+1:], counter, queue, corners, svcYAML.String()), opts...)
+	var refOpts []weft.Option
+	for _, s := range services {
+		refOpts = append(refOpts, weft.WithReference(s, clients[s]))
+	}
+	startApp(t, "consumer:\n  references:\n"+refYAML.String(), refOpts...)
+	ctx := context.Background()
+
+	const callers, each = 8, 25
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, err := clients["count"].Get(ctx, "x-n"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n, err := clients["count"].Get(ctx, "x-n"); err != nil || n != fmt.Sprint(callers*each+1) {
+		t.Errorf("after %d counted calls from %d callers the next was numbered %q (%v), want %d: increments lost", callers*each, callers, n, err, callers*each+1)
+	}
+	for range 10 {
+		if _, err := clients["queue"].Get(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := clients["trap"].Get(ctx, "x")
+	if err == nil || !strings.Contains(err.Error(), "trapped") {
+		t.Errorf("a trapping guest, fail closed: %v, want the call failed naming the trap", err)
+	}
+	if _, err := clients["trapopen"].Get(ctx, "x"); err != nil {
+		t.Errorf("a trapping guest with fail_open: %v, want the call through", err)
+	}
+	if mode, err := clients["restricted"].Get(ctx, "x-mode"); err != nil || mode != "" {
+		t.Errorf("proxy_add_header_map_value outside allowed_capabilities: x-mode %q (%v), want no header added", mode, err)
+	}
+
+	metric := func(name, filter string) float64 {
+		rec := httptest.NewRecorder()
+		provider.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `filter="`+filter+`"`) {
+				v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+				return v
+			}
+		}
+		return -1
+	}
+	for _, m := range []struct {
+		name, filter string
+		want         float64
+	}{
+		{"weft_wasm_guest_ticks", "pw-count", 3},
+		{"weft_wasm_guest_dequeued", "pw-queue", 10},
+		{"weft_wasm_fail_open_total", "pw-trapopen", 1},
+		{"weft_wasm_traps_total", "pw-trap", 1},
+	} {
+		deadline := time.Now().Add(5 * time.Second)
+		for metric(m.name, m.filter) < m.want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if v := metric(m.name, m.filter); v < m.want {
+			t.Errorf("/metrics %s{filter=%q} = %v, want at least %v", m.name, m.filter, v, m.want)
+		}
+	}
+}
