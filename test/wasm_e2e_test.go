@@ -178,7 +178,7 @@ func TestWasmConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{fmt.Sprintf("wasm: {filters: {wasm-x: {path: %q, pathh: x}}}", noop),
-			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: abi, allowed_capabilities, body, clusters, config, configuration, fail_open, groups, keys, max_callouts, max_instances, max_memory_pages, order, path, root_id, timeout, vm_configuration, vm_id)"}},
+			[]string{"unknown key wasm.filters.wasm-x.pathh (known at wasm.filters.wasm-x: abi, allowed_capabilities, body, clusters, config, configuration, fail_open, groups, keys, max_callouts, max_instances, max_memory_pages, order, path, root_id, sha256, timeout, url, vm_configuration, vm_id)"}},
 		{"wasm: {filters: {wasm-x: {path: /nonexistent/x.wasm}}}",
 			[]string{"wasm.filters.wasm-x: stat /nonexistent/x.wasm: no such file or directory"}},
 		{"wasm: {filters: {wasm-x: {groups: [provider]}}}",
