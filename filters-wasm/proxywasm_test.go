@@ -650,6 +650,22 @@ func testSharedCount(t *testing.T, path string) {
 	} else if v != callers*each+3 {
 		t.Errorf("metric requests = %d, want %d", v, callers*each+3)
 	}
+	// The SDK's tick and queue wrappers: a 20 ms tick counted in "ticks",
+	// each call's item on the queue "seen" counted as dequeued.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ticks, _ := guestMetric(f, "ticks")
+		dequeued, _ := guestMetric(f, "dequeued")
+		if ticks >= 3 && dequeued == callers*each+3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ticks, _ := guestMetric(f, "ticks")
+	dequeued, _ := guestMetric(f, "dequeued")
+	if ticks < 3 || dequeued != callers*each+3 {
+		t.Errorf("metric ticks = %d (want at least 3 at a 20 ms period), dequeued = %d (want %d, one per call)", ticks, dequeued, callers*each+3)
+	}
 }
 
 // guestMetric is the value of the guest metric name of f, and whether the
