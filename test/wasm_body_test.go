@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -99,7 +97,7 @@ func TestProxyWasmBodies(t *testing.T) {
 						return m.GetValue()
 					}
 				}
-				logs := &lockedBuffer{}
+				logs := &syncBuffer{}
 				logger := weft.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))
 				startApp(t, fmt.Sprintf("%sprotocols: {%s: {port: %s}}\nprovider: {services: {svc: {interface: %s, protocol: %s}}}\n",
 					pFilter, tc.proto, addr[strings.LastIndexByte(addr, ':')+1:], iface, tc.proto), weft.WithService("svc", svc), logger)
@@ -150,22 +148,4 @@ func TestProxyWasmBodies(t *testing.T) {
 			})
 		}
 	}
-}
-
-// lockedBuffer is a log destination read while the App may still write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
