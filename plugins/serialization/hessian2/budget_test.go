@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func fixedList(tag string, n int, elem string) []byte {
@@ -88,5 +89,97 @@ func TestDecodeBudgetAcceptsRealData(t *testing.T) {
 		if _, err := d.Decode(); err != nil {
 			t.Errorf("%s (%d bytes): %v", name, len(data), err)
 		}
+	}
+}
+
+// The validator's own records are not charged to the budget (it mirrors the
+// library's allocations, and its records are freed before the library
+// runs), so they must stay a small share of it on the bodies that make the
+// most records per wire byte: each one-byte list, two-byte map and
+// five-byte class definition is a record. Before issue 22's last fixes, a
+// body of class definitions made the validator allocate 253 MiB (2.6 × its
+// budget), and one of empty lists 156 MiB.
+func TestValidatorOwnMemory(t *testing.T) {
+	const size = 8 << 20
+	fill := func(head, elem []byte) []byte {
+		b := append([]byte{tagUListVar}, head...)
+		for len(b)+len(elem)+1 <= size {
+			b = append(b, elem...)
+		}
+		return append(b, 'Z')
+	}
+	distinct := []byte{tagUListVar}
+	for i := 0; len(distinct)+9 <= size; i++ {
+		distinct = append(distinct, 'C', 0x04, byte('a'+i%26), byte('a'+i/26%26), byte('a'+i/676%26), byte('a'+i/17576%26), 0x90, 'N')
+	}
+	distinct = append(distinct, 'Z')
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{
+		{"empty maps", fill(nil, []byte{'H', 'Z'})},
+		{"empty lists", fill(nil, []byte{0x78})},
+		{"lists of one empty list", fill(nil, []byte{0x79, 0x78})},
+		{"unused class definitions", fill(nil, []byte{'C', 0x01, 'x', 0x90, 'N'})},
+		{"class definitions of distinct names", distinct},
+		{"objects of an unregistered class", fill([]byte{'C', 0x01, 'x', 0x90}, []byte{0x60})},
+		{"typed lists", fill(nil, []byte{0x70, 0x01, 'x'})},
+	} {
+		budget := BudgetFor(len(c.body))
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := check(c.body, budget)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "memory budget") {
+			t.Errorf("%s: err %v, want the memory budget's", c.name, err)
+			continue
+		}
+		grew := int64(after.TotalAlloc - before.TotalAlloc)
+		t.Logf("%-36s the validator allocated %5.1f MiB for a budget of %d MiB", c.name, float64(grew)/(1<<20), budget>>20)
+		if grew > budget/4 {
+			t.Errorf("%s: the validator allocated %d MiB, over a quarter of the %d MiB budget", c.name, grew>>20, budget>>20)
+		}
+	}
+}
+
+// Large bodies are checked no more at once than the pool allows: a body
+// over checkAlone waits for a turn, a small one does not.
+func TestPoolChecksInTurn(t *testing.T) {
+	p := NewPool(1 << 30)
+	for range cap(p.checks) {
+		p.checks <- struct{}{}
+	}
+	// A list of two-byte ints: the validator reads it (no fast path does).
+	big := fixedList("\x58", checkAlone/2+1, "\xc8\x05")
+	small := marshal(t, "small")
+	decode := func(b []byte) chan error {
+		done := make(chan error, 1)
+		go func() {
+			d := NewDecoder(b)
+			d.SetPool(p)
+			_, err := d.Decode()
+			d.Release()
+			done <- err
+		}()
+		return done
+	}
+	if err := <-decode(small); err != nil {
+		t.Fatalf("a small body: %v", err)
+	}
+	waiting := decode(big)
+	select {
+	case err := <-waiting:
+		t.Fatalf("a large body was checked while every turn was taken (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	<-p.checks
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Fatalf("a large body: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a large body still waits after a turn was freed")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync/atomic"
 
 	hessian "github.com/apache/dubbo-go-hessian2"
@@ -143,6 +144,10 @@ func (d *Decoder) Release() {
 // start checks the rest of the body and puts the library at its start.
 func (d *Decoder) start() error {
 	v := &validator{data: d.data[d.pos:], left: d.budget, budget: d.budget}
+	if d.pool != nil && len(v.data) > checkAlone {
+		d.pool.checks <- struct{}{}
+		defer func() { <-d.pool.checks }()
+	}
 	ends, err := v.run()
 	if err != nil {
 		return fmt.Errorf("%w (from offset %d of the body)", err, d.pos)
@@ -167,13 +172,28 @@ var ErrBusy = errors.New("hessian2: the decoders' memory is in use")
 // check says the library will allocate for it (its budget bounds one body;
 // the pool bounds them all), so that many connections sending bodies just
 // under their budget together cannot take more. Safe for concurrent use.
+//
+// It also bounds how many large bodies are checked at once (checks): the
+// validator keeps a record of each list, map, object and class definition
+// until it is done, up to about a tenth of the body's budget (a class
+// definition is five wire bytes and a 24-byte record), and sixteen 8 MiB
+// bodies checked at once would hold 160 MiB of them. Checking only uses a
+// processor, so no more bodies than processors are checked at once; the
+// others wait their turn, which costs them nothing they could have had.
 type Pool struct {
-	max  int64
-	used atomic.Int64
+	max    int64
+	used   atomic.Int64
+	checks chan struct{}
 }
 
-// NewPool returns a pool of max bytes.
-func NewPool(max int64) *Pool { return &Pool{max: max} }
+// checkAlone is the size over which a body waits for its turn (Pool) to
+// be checked: smaller ones hold little, and most calls are small.
+const checkAlone = 256 << 10
+
+// NewPool returns a pool of limit bytes.
+func NewPool(limit int64) *Pool {
+	return &Pool{max: limit, checks: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))}
+}
 
 func (p *Pool) take(n int64) bool {
 	for {

@@ -146,34 +146,100 @@ func lvOf(t reflect.Type) lv { return lv{t: t, list: -1} }
 // lvList is a list the library keeps in a _refHolder: its value changes as
 // the library converts it, and every place a reference to it was stored in
 // is set to its value after each Decode.
+//
+// The validator keeps one per list and one reference record (uint32, see
+// packRef) per list, map and object, so they are as small as they can be:
+// a list of empty lists is one wire byte each, and sixteen bodies checked
+// at once each hold their records until their budget runs out (before, at
+// 96 bytes a list, that was ~30 MiB a body, uncharged; now 24).
 type lvList struct {
-	t      reflect.Type // its value's type; nil once a conversion left it an invalid reflect.Value
-	n      int
-	elems  []reflect.Type // an interface-element list's element types, up to vMaxElemTypes
-	many   bool           // more element types than elems holds
-	hasNil bool           // an element is nil
-	d      *lvDests       // where references to it went, if anywhere
+	t    vTypeID // its value's type; 0 once a conversion left it an invalid reflect.Value
+	n    int32   // its length (a body is under 2 GiB)
+	elem vTypeID // an interface-element list's one element type, while it has one
+	// x is its record in validator.listX (more element types, or
+	// destinations), or -1: most lists need none.
+	x      int32
+	many   bool // more element types than vMaxElemTypes
+	hasNil bool // an element is nil
+}
+
+// lvListX is what few lists need: their element types when they have more
+// than one, and the places references to them went.
+type lvListX struct {
+	elems []reflect.Type // two to vMaxElemTypes
+	d     lvDests
 }
 
 // lvDests are the places notify sets a list's value in.
 type lvDests struct {
-	types []reflect.Type
+	types vChunks[vTypeID]
 	alloc int64  // what setting them all allocates
 	n     vSlice // the holder's destinations slice, for its growth
 }
 
+// vTypeID is a Go type the validator recorded, by its place in
+// validator.tlist plus one (0 is nil): 4 bytes in a record instead of an
+// interface's 16.
+type vTypeID uint32
+
+// vChunks is an append-only vector in blocks of vChunk elements: growing it
+// copies nothing and leaves no garbage (a slice grown by append holds its
+// old array and the new one at once, and the GC frees the old later: a
+// third more memory at the peak). The first block grows by append, so that
+// small bodies allocate little. Pointers into it stay valid only until
+// the next push (the first block moves).
+type vChunks[T any] struct {
+	head []T
+	rest [][]T
+	n    int
+}
+
+const vChunk = 4096
+
+func (v *vChunks[T]) len() int { return v.n }
+
+func (v *vChunks[T]) push(x T) int {
+	i := v.n
+	v.n++
+	if i < vChunk {
+		v.head = append(v.head, x)
+		return i
+	}
+	j := i - vChunk
+	if j%vChunk == 0 {
+		v.rest = append(v.rest, make([]T, 0, vChunk))
+	}
+	b := &v.rest[j/vChunk]
+	*b = append(*b, x)
+	return i
+}
+
+func (v *vChunks[T]) at(i int) *T {
+	if i < vChunk {
+		return &v.head[i]
+	}
+	j := i - vChunk
+	return &v.rest[j/vChunk][j%vChunk]
+}
+
 const vMaxElemTypes = 8
 
-// lvClass is a class definition.
+// maxNames bounds the names a validator interns.
+const maxNames = 4096
+
+// lvClass is a class definition. A body may hold hundreds of thousands
+// (five wire bytes each, none used), so it is kept small: 24 bytes, in
+// chunks, its name read again from data when an object needs it (before,
+// 112 bytes in a slice grown by append: a 750 MiB peak for sixteen such
+// bodies at once). Its field names go to validator.fieldNames.
 type lvClass struct {
-	name      string
-	wire      []byte // name's encoding, as a string decString reads as name
-	fields    []string
-	exception bool // Throwable's four fields (checkAndGetException)
-	distinct  int  // "_class" and the distinct field names
-	resolved  bool
-	kind      vClassKind
-	typ       reflect.Type
+	nameAt           int32 // where its name starts in data
+	fieldAt, nfields int32 // its field names: fieldNames[fieldAt:fieldAt+nfields]
+	distinct         int32 // "_class" and the distinct field names
+	typ              vTypeID
+	kind             vClassKind
+	exception        bool // Throwable's four fields (checkAndGetException)
+	resolved         bool
 }
 
 type vClassKind uint8
@@ -264,21 +330,29 @@ type validator struct {
 	left   int64 // budget still unspent
 	budget int64
 
-	refs    []lv // the library's Decoder.refs
+	refs    vChunks[uint32] // the library's Decoder.refs (packRef)
 	nrefs   vSlice
-	lists   []lvList // every _refHolder (Decoder.refHolders)
+	lists   vChunks[lvList] // every _refHolder (Decoder.refHolders)
+	listX   []lvListX
 	holders vSlice
+	// tlist and tids intern the types of the records (vTypeID); last is
+	// the one looked up last, as runs of one type are the rule.
+	tlist  []reflect.Type
+	tids   map[reflect.Type]vTypeID
+	lastT  reflect.Type
+	lastID vTypeID
 	// dests is how many destinations the holders have; notifyAlloc what
 	// setting them all allocates (after every Decode).
 	dests       int
 	notifyAlloc int64
 	work        int64
 
-	types     []reflect.Type // TypeRefs.typeRefs
-	typeNames map[string]bool
-	ntypes    vSlice
-	classes   []lvClass // classInfoList
-	nclasses  vSlice
+	types      []reflect.Type // TypeRefs.typeRefs
+	typeNames  map[string]bool
+	ntypes     vSlice
+	classes    vChunks[lvClass] // classInfoList
+	fieldNames vChunks[string]  // the classes' field names
+	nclasses   vSlice
 
 	probes    map[string]reflect.Type // registered types by name (probeClass)
 	listTypes map[string]reflect.Type // getListType by name (probeList)
@@ -336,7 +410,7 @@ func (c *validator) decode(depth int) (lv, error) {
 
 // notify charges Decode's loop over the holders and their destinations.
 func (c *validator) notify() error {
-	c.work += int64(len(c.lists)) + notifyPlace*int64(c.dests)
+	c.work += int64(c.lists.len()) + notifyPlace*int64(c.dests)
 	if c.work > maxNotifyWork {
 		return errAt(c.pos, "the library would patch %d list references after its decodes (more than %d): too many lists before too many map entries; send fewer lists or smaller maps",
 			c.work, maxNotifyWork)
@@ -353,14 +427,14 @@ func (c *validator) rawAny(v lv) (lv, error) {
 	if err := c.spend(vcValueBox); err != nil {
 		return v, err
 	}
-	return lvOf(c.lists[v.list].t), nil
+	return lvOf(c.typeOf(c.lists.at(int(v.list)).t)), nil
 }
 
 // rawType is the type of EnsureRawValue(v): a list's current type, nil for
 // nil and for an emptied list.
 func (c *validator) rawType(v lv) reflect.Type {
 	if v.list >= 0 {
-		return c.lists[v.list].t
+		return c.typeOf(c.lists.at(int(v.list)).t)
 	}
 	return v.t
 }
@@ -371,7 +445,7 @@ func (v lv) isNil() bool { return v.list < 0 && v.t == nil }
 // addRef is appendRefs for a value other than a list; boxed: v is a
 // reflect.Value, which the library puts in an interface.
 func (c *validator) addRef(v lv, boxed bool) error {
-	c.refs = append(c.refs, v)
+	c.refs.push(c.packRef(v))
 	cost := c.nrefs.add(16)
 	if boxed {
 		cost += vcValueBox
@@ -379,19 +453,99 @@ func (c *validator) addRef(v lv, boxed bool) error {
 	return c.spend(cost)
 }
 
+// vRefList marks a reference record that is a list's index; any other is
+// the value's vTypeID (a reference is never to a []byte, so lv.n is 0).
+const vRefList = 1 << 31
+
+func (c *validator) packRef(v lv) uint32 {
+	if v.list >= 0 {
+		return vRefList | uint32(v.list)
+	}
+	return uint32(c.tid(v.t))
+}
+
+func (c *validator) unpackRef(r uint32) lv {
+	if r&vRefList != 0 {
+		return lv{list: int32(r &^ vRefList)}
+	}
+	return lvOf(c.typeOf(vTypeID(r)))
+}
+
+// tid interns t.
+func (c *validator) tid(t reflect.Type) vTypeID {
+	if t == nil {
+		return 0
+	}
+	if t == c.lastT {
+		return c.lastID
+	}
+	id, ok := c.tids[t]
+	if !ok {
+		if c.tids == nil {
+			c.tids = make(map[reflect.Type]vTypeID)
+		}
+		c.tlist = append(c.tlist, t)
+		id = vTypeID(len(c.tlist))
+		c.tids[t] = id
+	}
+	c.lastT, c.lastID = t, id
+	return id
+}
+
+func (c *validator) typeOf(id vTypeID) reflect.Type {
+	if id == 0 {
+		return nil
+	}
+	return c.tlist[id-1]
+}
+
 // addList is appendRefs for a list (or a typed map of a list's type): a
 // holder, recorded in refs and refHolders.
 func (c *validator) addList(t reflect.Type, n int) (int, error) {
-	li := len(c.lists)
-	c.lists = append(c.lists, lvList{t: t, n: n})
-	c.refs = append(c.refs, lv{list: int32(li)})
+	li := c.lists.push(lvList{t: c.tid(t), n: int32(n), x: -1})
+	c.refs.push(vRefList | uint32(li))
 	cost := c.nrefs.add(16) + c.holders.add(8) + 2*vcValueBox + vcHolder + 8 // 8: measured, unaccounted
 	return li, c.spend(cost)
 }
 
+// extra is list l's lvListX, made on first need.
+func (c *validator) extra(l *lvList) *lvListX {
+	if l.x < 0 {
+		l.x = int32(len(c.listX))
+		c.listX = append(c.listX, lvListX{})
+	}
+	return &c.listX[l.x]
+}
+
+// elemsOf is list l's element types (a new slice when it has one).
+func (c *validator) elemsOf(l *lvList) []reflect.Type {
+	if l.x >= 0 && len(c.listX[l.x].elems) > 0 {
+		return c.listX[l.x].elems
+	}
+	if l.elem != 0 {
+		return []reflect.Type{c.typeOf(l.elem)}
+	}
+	return nil
+}
+
+// setElems records elems as list l's element types.
+func (c *validator) setElems(l *lvList, elems []reflect.Type, many bool) {
+	l.many, l.elem = many, 0
+	if l.x >= 0 {
+		c.listX[l.x].elems = nil
+	}
+	switch len(elems) {
+	case 0:
+	case 1:
+		l.elem = c.tid(elems[0])
+	default:
+		c.extra(l).elems = elems
+	}
+}
+
 // noteElem records an element of list li.
 func (c *validator) noteElem(li int, t reflect.Type) {
-	l := &c.lists[li]
+	l := c.lists.at(li)
 	if t == nil {
 		l.hasNil = true
 		return
@@ -399,16 +553,27 @@ func (c *validator) noteElem(li int, t reflect.Type) {
 	if l.many {
 		return
 	}
-	for _, e := range l.elems {
+	if l.x < 0 || len(c.listX[l.x].elems) == 0 {
+		switch {
+		case l.elem == 0:
+			l.elem = c.tid(t)
+		case c.typeOf(l.elem) != t:
+			c.extra(l).elems = []reflect.Type{c.typeOf(l.elem), t}
+			l.elem = 0
+		}
+		return
+	}
+	x := &c.listX[l.x]
+	for _, e := range x.elems {
 		if e == t {
 			return
 		}
 	}
-	if len(l.elems) == vMaxElemTypes {
+	if len(x.elems) == vMaxElemTypes {
 		l.many = true
 		return
 	}
-	l.elems = append(l.elems, t)
+	x.elems = append(x.elems, t)
 }
 
 // vRefHolder stands for the library's *_refHolder, which a map field's key
@@ -681,14 +846,18 @@ func (c *validator) name(what string) (string, []byte, error) {
 			cost += chunks.add(24)
 		}
 		c.buf = text
-		// Names recur (types, classes, fields): one string each.
+		// Names recur (types, classes, fields): one string each, for the
+		// first maxNames of them; past those, a body of distinct names
+		// gets one string a name, not a map entry too.
 		name, ok := c.names[string(text)]
 		if !ok {
 			if c.names == nil {
 				c.names = map[string]string{}
 			}
 			name = string(text)
-			c.names[name] = name
+			if len(c.names) < maxNames {
+				c.names[name] = name
+			}
 		}
 		return name, c.data[start:c.pos], c.spend(cost)
 	}
@@ -805,12 +974,10 @@ func (c *validator) ref() (lv, error) {
 	if err != nil {
 		return lvNil, err
 	}
-	if i < 0 || int(i) >= len(c.refs) {
-		return lvNil, errAt(at, "reference %d to one of %d lists, maps and objects", i, len(c.refs))
+	if i < 0 || int(i) >= c.refs.len() {
+		return lvNil, errAt(at, "reference %d to one of %d lists, maps and objects", i, c.refs.len())
 	}
-	v := c.refs[i]
-	v.fresh = false
-	return v, nil
+	return c.unpackRef(*c.refs.at(int(i))), nil
 }
 
 // count checks a declared count against the bytes that remain, each
@@ -900,7 +1067,7 @@ func (c *validator) elements(li int, elem reflect.Type, n int, variable bool, de
 			if err := c.spend(grown.add(size) + vcSliceHdr); err != nil {
 				return lvNil, err
 			}
-			c.lists[li].n++
+			c.lists.at(li).n++
 		} else if elem == nil && it.list >= 0 {
 			// list[j] = EnsureRawAny(it): the list's reflect.Value boxed.
 			if err := c.spend(vcValueBox); err != nil {
@@ -1342,10 +1509,10 @@ func (c *validator) object(depth int) (lv, error) {
 			return lvNil, err
 		}
 	}
-	if idx < 0 || int(idx) >= len(c.classes) {
-		return lvNil, errAt(at, "object of undefined class %d (%d defined)", idx, len(c.classes))
+	if idx < 0 || int(idx) >= c.classes.len() {
+		return lvNil, errAt(at, "object of undefined class %d (%d defined)", idx, c.classes.len())
 	}
-	cls := &c.classes[idx]
+	cls := c.classes.at(int(idx))
 	if err := c.resolve(at, cls); err != nil {
 		return lvNil, err
 	}
@@ -1358,15 +1525,15 @@ func (c *validator) object(depth int) (lv, error) {
 		if _, _, err := c.name("enum constant"); err != nil {
 			return lvNil, err
 		}
-		v := lvOf(reflect.PointerTo(cls.typ))
+		v := lvOf(reflect.PointerTo(c.typeOf(cls.typ)))
 		if err := c.addRef(v, false); err != nil {
 			return lvNil, err
 		}
-		return v, c.spend(64 + vRoundAlloc(int64(cls.typ.Size())))
+		return v, c.spend(64 + vRoundAlloc(int64(c.typeOf(cls.typ).Size())))
 	case clsSQLTime:
 		// JavaSqlTimeSerializer reads one date (or null), whatever the
 		// class's fields.
-		v := lvOf(reflect.PointerTo(cls.typ))
+		v := lvOf(reflect.PointerTo(c.typeOf(cls.typ)))
 		if err := c.addRef(v, false); err != nil {
 			return lvNil, err
 		}
@@ -1382,9 +1549,10 @@ func (c *validator) object(depth int) (lv, error) {
 				return lvNil, err
 			}
 		default:
-			return lvNil, errAt(c.pos, "%s of tag 0x%02x, not a date", quote(cls.name), t)
+			name, _ := c.className(cls)
+			return lvNil, errAt(c.pos, "%s of tag 0x%02x, not a date", quote(name), t)
 		}
-		return v, c.spend(vRoundAlloc(int64(cls.typ.Size())) + vcSmallBox)
+		return v, c.spend(vRoundAlloc(int64(c.typeOf(cls.typ).Size())) + vcSmallBox)
 	}
 	return c.instance(cls, depth)
 }
@@ -1393,8 +1561,8 @@ func (c *validator) object(depth int) (lv, error) {
 // objects after it. The library makes the field list at its count before
 // reading a name, and panics on a negative count.
 func (c *validator) classDef(at int) error {
-	name, wire, err := c.name("class name")
-	if err != nil {
+	nameAt := c.pos
+	if _, _, err := c.name("class name"); err != nil {
 		return err
 	}
 	n32, err := c.int32Read("a field count")
@@ -1408,31 +1576,46 @@ func (c *validator) classDef(at int) error {
 	if err := c.spend(vRoundAlloc(int64(n)*16) + vcClassInfo + c.nclasses.add(8)); err != nil {
 		return err
 	}
-	cls := lvClass{name: name, wire: wire, fields: make([]string, n)}
+	cls := lvClass{nameAt: int32(nameAt), fieldAt: int32(c.fieldNames.len()), nfields: int32(n)}
 	count := 0
-	for i := range cls.fields {
-		if cls.fields[i], _, err = c.name("field name"); err != nil {
+	seen := make(map[string]bool, n+1)
+	seen[hessian.ClassKey] = true
+	cls.distinct = 1
+	for range n {
+		f, _, err := c.name("field name")
+		if err != nil {
 			return err
 		}
-		switch cls.fields[i] {
+		c.fieldNames.push(f)
+		switch f {
 		case "detailMessage", "suppressedExceptions", "stackTrace", "cause":
 			count++ // checkAndGetException counts repeats too
 		}
-	}
-	cls.exception = count == 4
-	// The entries of its objects as maps (decClassToMap): "_class" and
-	// each name once.
-	seen := make(map[string]bool, len(cls.fields)+1)
-	seen[hessian.ClassKey] = true
-	cls.distinct = 1
-	for _, f := range cls.fields {
+		// The entries of its objects as maps (decClassToMap): "_class"
+		// and each name once.
 		if !seen[f] {
 			seen[f] = true
 			cls.distinct++
 		}
 	}
-	c.classes = append(c.classes, cls)
+	cls.exception = count == 4
+	c.classes.push(cls)
 	return nil
+}
+
+// field is class cls's field i.
+func (c *validator) field(cls *lvClass, i int) string {
+	return *c.fieldNames.at(int(cls.fieldAt) + i)
+}
+
+// className is cls's name and its encoding, as a string decString reads
+// as name, read again (uncharged: classDef paid for it).
+func (c *validator) className(cls *lvClass) (string, []byte) {
+	pos, left := c.pos, c.left
+	c.pos = int(cls.nameAt)
+	name, wire, _ := c.name("class name")
+	c.pos, c.left = pos, left
+	return name, wire
 }
 
 // resolve finds what the library decodes a class's objects into
@@ -1441,7 +1624,8 @@ func (c *validator) resolve(at int, cls *lvClass) error {
 	if cls.resolved {
 		return nil
 	}
-	typ, err := c.registered(at, cls.name, cls.wire)
+	name, wire := c.className(cls)
+	typ, err := c.registered(at, name, wire)
 	if err != nil {
 		return err
 	}
@@ -1451,17 +1635,17 @@ func (c *validator) resolve(at int, cls *lvClass) error {
 			return nil
 		}
 		// checkAndGetException registers the class, for good.
-		if err := c.exception(at, cls.name); err != nil {
+		if err := c.exception(at, name); err != nil {
 			return err
 		}
 		typ = vtUnknownExc
 	}
-	cls.typ = typ
+	cls.typ = c.tid(typ)
 	switch {
 	case typ.Implements(vtPOJOEnum):
 		cls.kind = clsEnum
 	default:
-		if s, ok := hessian.GetSerializer(cls.name); ok {
+		if s, ok := hessian.GetSerializer(name); ok {
 			switch s.(type) {
 			case hessian.JavaSqlTimeSerializer:
 				cls.kind = clsSQLTime
@@ -1470,15 +1654,15 @@ func (c *validator) resolve(at int, cls *lvClass) error {
 			case hessian.DecimalSerializer:
 				cls.kind = clsDecimal
 			default:
-				return errAt(at, "class %s has a serializer (%T) whose decoding the validator does not know", quote(cls.name), s)
+				return errAt(at, "class %s has a serializer (%T) whose decoding the validator does not know", quote(name), s)
 			}
 			if typ.Kind() != reflect.Struct {
-				return errAt(at, "class %s registered as %s, which its serializer does not decode", quote(cls.name), typ)
+				return errAt(at, "class %s registered as %s, which its serializer does not decode", quote(name), typ)
 			}
 			break
 		}
 		if typ.Kind() != reflect.Struct {
-			return errAt(at, "class %s registered as %s: the library decodes objects into structs only", quote(cls.name), typ)
+			return errAt(at, "class %s registered as %s: the library decodes objects into structs only", quote(name), typ)
 		}
 		cls.kind = clsInstance
 	}
@@ -1493,8 +1677,8 @@ func (c *validator) objectMap(cls *lvClass, depth int) (lv, error) {
 	if err := c.addRef(v, false); err != nil {
 		return lvNil, err
 	}
-	distinct := cls.distinct
-	hint := len(cls.fields)
+	distinct := int(cls.distinct)
+	hint := int(cls.nfields)
 	cost := vcObjectMap + presizedMapCost(hint, costMapSlot)
 	if hint <= mapGroup {
 		cost = vcObjectMap + costMapHeader
@@ -1507,7 +1691,7 @@ func (c *validator) objectMap(cls *lvClass, depth int) (lv, error) {
 	if err := c.spend(cost); err != nil {
 		return lvNil, err
 	}
-	for range cls.fields {
+	for range cls.nfields {
 		f, err := c.value(depth + 1)
 		if err != nil {
 			return lvNil, err
@@ -1524,7 +1708,7 @@ func (c *validator) objectMap(cls *lvClass, depth int) (lv, error) {
 // type has it (findField), its value skipped if not, and nothing read at
 // all for an unexported one.
 func (c *validator) instance(cls *lvClass, depth int) (lv, error) {
-	typ := cls.typ
+	typ := c.typeOf(cls.typ)
 	v := lvOf(reflect.PointerTo(typ))
 	if err := c.addRef(v, false); err != nil {
 		return lvNil, err
@@ -1534,7 +1718,8 @@ func (c *validator) instance(cls *lvClass, depth int) (lv, error) {
 	}
 	at := c.pos
 	digits := []byte{0} // a BigDecimal's Value: "" unless set
-	for _, f := range cls.fields {
+	for i := range int(cls.nfields) {
+		f := c.field(cls, i)
 		field, found, err := c.findField(typ, f)
 		if err != nil {
 			return lvNil, err
@@ -1565,11 +1750,12 @@ func (c *validator) instance(cls *lvClass, depth int) (lv, error) {
 	if cls.kind == clsDecimal {
 		// DecimalSerializer parses Value, and fails the decoding on what
 		// is not a number: asked of the library itself.
-		b := append([]byte{tagClassDef}, cls.wire...)
+		name, wire := c.className(cls)
+		b := append([]byte{tagClassDef}, wire...)
 		b = append(append(b, 0x91, 0x05), "value"...)
 		b = append(append(b, 0x60), digits...)
 		if _, err := vProbe(b); err != nil {
-			return lvNil, errAt(at, "%s: %v", quote(cls.name), err)
+			return lvNil, errAt(at, "%s: %v", quote(name), err)
 		}
 		if err := c.spend(256 + 2*vRoundAlloc(int64(len(digits)))); err != nil {
 			return lvNil, err
@@ -1678,23 +1864,21 @@ func (c *validator) setValue(at int, dst reflect.Type, v lv) error {
 // addDest is _refHolder.add: from the next Decode on, the library sets a
 // place of type dst to list li's value, whatever the value is by then.
 func (c *validator) addDest(at, li int, dst reflect.Type) error {
-	l := &c.lists[li]
+	l := c.lists.at(li)
 	var alloc int64
-	if l.t != nil {
-		ok, a := vSetOK(dst, l.t)
+	if t := c.typeOf(l.t); t != nil {
+		ok, a := vSetOK(dst, t)
 		if !ok {
-			return errAt(at, "a reference to a %s for a place of type %s (the library panics)", l.t, dst)
+			return errAt(at, "a reference to a %s for a place of type %s (the library panics)", t, dst)
 		}
 		alloc = a
 	}
-	if l.d == nil {
-		l.d = &lvDests{}
-	}
-	l.d.types = append(l.d.types, dst)
+	d := &c.extra(l).d
+	d.types.push(c.tid(dst))
 	c.dests++
-	l.d.alloc += alloc
+	d.alloc += alloc
 	c.notifyAlloc += alloc
-	return c.spend(l.d.n.add(24))
+	return c.spend(d.n.add(24))
 }
 
 // unpackRefHolder converts list li (just read) for a place of type dest
@@ -1702,11 +1886,13 @@ func (c *validator) addDest(at, li int, dst reflect.Type) error {
 // makes the converted list the holder's value, and sets every place
 // references to it went (notify).
 func (c *validator) unpackRefHolder(at int, dest, destTyp reflect.Type, li int) error {
-	l := &c.lists[li]
-	nt, err := c.convertList(at, destTyp, l.t, l.n, l.elems, l.many, l.hasNil)
+	l := c.lists.at(li)
+	lt := c.typeOf(l.t)
+	nt, err := c.convertList(at, destTyp, lt, int(l.n), c.elemsOf(l), l.many, l.hasNil)
 	if err != nil {
 		return err
 	}
+	// convertList records nothing: l is still valid.
 	if nt != nil {
 		ok, alloc := vSetOK(dest, nt)
 		if !ok {
@@ -1716,43 +1902,45 @@ func (c *validator) unpackRefHolder(at int, dest, destTyp reflect.Type, li int) 
 			return err
 		}
 	}
-	if nt == l.t {
+	if nt == lt {
 		return nil
 	}
 	// The holder's value changes: its element record too.
 	if nt != nil && nt.Elem().Kind() == reflect.Interface {
-		elems, many := l.elems, l.many
-		if l.t.Elem().Kind() != reflect.Interface {
-			elems, many = []reflect.Type{vUnpackIf(l.t.Elem(), false)}, false
+		elems, many := c.elemsOf(l), l.many
+		if lt.Elem().Kind() != reflect.Interface {
+			elems, many = []reflect.Type{vUnpackIf(lt.Elem(), false)}, false
 		} else {
 			for i, e := range elems {
 				elems[i] = vUnpackIf(e, false)
 			}
 		}
-		l.elems, l.many = elems, many
+		c.setElems(l, elems, many)
 	} else {
-		l.elems, l.many = nil, false
+		c.setElems(l, nil, false)
 	}
-	l.t = nt
-	if l.d == nil {
+	l.t = c.tid(nt)
+	if l.x < 0 || c.listX[l.x].d.types.len() == 0 {
 		return nil
 	}
 	// notify sets its destinations now, and after every Decode, to the
 	// new value.
-	c.notifyAlloc -= l.d.alloc
-	l.d.alloc = 0
-	for _, d := range l.d.types {
+	d := &c.listX[l.x].d
+	c.notifyAlloc -= d.alloc
+	d.alloc = 0
+	for i := range d.types.len() {
 		if nt == nil {
 			continue
 		}
-		ok, a := vSetOK(d, nt)
+		dt := c.typeOf(*d.types.at(i))
+		ok, a := vSetOK(dt, nt)
 		if !ok {
-			return errAt(at, "a list converted to %s, referred to from a place of type %s (the library panics)", nt, d)
+			return errAt(at, "a list converted to %s, referred to from a place of type %s (the library panics)", nt, dt)
 		}
-		l.d.alloc += a
+		d.alloc += a
 	}
-	c.notifyAlloc += l.d.alloc
-	return c.spend(l.d.alloc)
+	c.notifyAlloc += d.alloc
+	return c.spend(d.alloc)
 }
 
 // vUnpackIf is the type an item keeps in ConvertSliceValueType: pointers
