@@ -52,6 +52,16 @@ type FrameSizer interface {
 	FrameSize(src []byte) int
 }
 
+// RawFramer is a Codec whose protocol builds some messages' frames itself
+// (Triple's answers, settings and acknowledgements): RawFrame returns those
+// bytes, which the transport then writes or queues as they are instead of
+// encoding them into a buffer of its own (a copy per message, and past the
+// pooled size a buffer of garbage per large answer). The transport does
+// not keep them past the send. ok is false for a message to Encode.
+type RawFramer interface {
+	RawFrame(msg any) (frame []byte, ok bool)
+}
+
 // RequestPeeker is a Codec that recognises the first 16 bytes of one of its
 // request frames, so that a TLS server can answer a client that did not
 // start TLS in the client's own protocol, saying why, rather than close

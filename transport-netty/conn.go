@@ -27,16 +27,22 @@ const (
 	// maxQueued bounds the bytes waiting for a writer. Past it the
 	// connection is closed: its peer does not read what it asked for, and
 	// failing the one frame would leave a caller waiting for an answer
-	// that never comes. A server stops reading well before (pauseReadAt),
-	// so on a server only answers to calls already being served can reach
-	// it: threads x answer sizes, a handful of large answers.
+	// that never comes. A server's senders wait for room well before
+	// (maxPending): there only frames that do not wait (SendNoWait:
+	// counted control frames, a GOAWAY) could take a full queue past it.
 	maxQueued = 16 << 20
-	// pauseReadAt: a server connection with more than this queued stops
-	// reading until its writer has taken the queue (TCP's own
-	// backpressure, as Netty's autoRead and grpc-go's control-buffer
-	// throttle do): a peer cannot make it queue answers faster than it
-	// takes them. Clients never pause: two peers both waiting for the
-	// other to read would deadlock.
+	// pauseReadAt: a server connection with more than this pending (queued
+	// or taken by its writer and not yet written), or with senders waiting
+	// for room (maxPending), stops reading until its writer has written
+	// the pending bytes down to half of it (TCP's own backpressure, as
+	// Netty's autoRead and grpc-go's control-buffer throttle do): a peer
+	// cannot make it serve calls faster than it takes their answers.
+	// Counting what the writer took, not only the queue, matters since
+	// senders wait for room: a writer stuck on a batch leaves the queue
+	// empty, and a reader looking at the queue alone would read on,
+	// serving calls whose answers all wait, each holding its frame.
+	// Clients never pause: two peers both waiting for the other to read
+	// would deadlock.
 	pauseReadAt = 1 << 20
 	// MaxQueuedControl bounds the frames a protocol answers on its own (a
 	// heartbeat reply, an HTTP/2 PING or SETTINGS acknowledgement) queued
@@ -60,6 +66,34 @@ const (
 	// WriteStall.
 	writeChunk = 256 << 10
 )
+
+// maxPending bounds a server connection's pending bytes: those queued
+// (wbuf) and those its writer has taken and not yet written (inflight). A
+// Send whose frame would take them past it waits, without the queue's
+// lock, until the writer has made room or the connection closed, as
+// grpc-go's handlers wait for write quota; a frame goes alone, whatever
+// its size, when nothing is pending. The wait is bounded: a peer that
+// takes less than a writeChunk in WriteStall is closed (write), which ends
+// it. maxQueued alone bounded the queue but not the batch the writer had
+// taken from it, up to maxQueued too: a connection whose peer never read
+// could hold twice maxQueued and the garbage of the queue's growth by
+// append (+97 MiB of RSS from two in the attack suite's "large answers,
+// never read").
+//
+// Why 4 MiB: a connection's write buffers are at worst about twice its
+// pending bytes, as the writer holds its batch whole until the last chunk
+// is out while the queue refills behind the chunks already written, and a
+// buffer grown by append has up to a quarter more capacity than length:
+// some 10 MiB per connection that never reads, 20 MiB for two, which the
+// collector's headroom (GOGC) may double. That leaves most of the attack
+// suite's 64 MiB to what it cannot bound, the calls in flight (up to
+// `threads` requests and answers): with 8 MiB, two such connections reached
+// +84 MiB of RSS in one of five runs, with 4 MiB at most +59 in ten. A
+// peer that reads never waits on it: 4 MiB queued ahead of the kernel's
+// send buffer (itself up to tcp_wmem's 4 MiB) is sixteen writeChunks of
+// work for the writer. Clients never wait (see pauseReadAt); control
+// frames neither (SendNoWait). A variable for tests.
+var maxPending = 4 << 20
 
 // ErrBackedUp is the cause of a connection closed because its peer does
 // not read (its write queue over maxQueued, or MaxQueuedControl control
@@ -117,6 +151,18 @@ type Conn struct {
 	nbBuf    []byte
 	nbDone   int
 	nbErr    error
+	// inflight is the bytes the flushing writer took (the queue's buffer,
+	// or a sender's own frame) and has not written yet: with len(wbuf),
+	// the connection's pending bytes, which a server bounds (maxPending).
+	// write lowers it chunk by chunk, so that waiting senders go on as
+	// the peer reads, not once the whole batch is out.
+	inflight int
+	// A server's senders waiting for room (waitRoom) go in the order they
+	// began to wait: tickets handed out and the one whose turn it is.
+	// room is closed when the writer makes progress or the turn passes,
+	// and made only when someone waits: nil on the fast path.
+	ticketNext, ticketHead uint64
+	room                   chan struct{}
 
 	// coming counts frames the connection's owner expects to send soon
 	// (calls being served, on a server; calls in flight, on a client).
@@ -160,7 +206,7 @@ type Conn struct {
 	// bigHeld what this connection's holds of it (the read loop's).
 	big     *bigBudget
 	bigHeld int64
-	longNow bool        // len(wbuf) > pauseReadAt, under wmu...
+	longNow bool        // pending > pauseReadAt or senders waiting, under wmu...
 	long    atomic.Bool // ...and for the read loop, without the lock
 
 	attrs  sync.Map
@@ -172,6 +218,7 @@ type Conn struct {
 	inliner  Inliner
 	preparer Preparer
 	seq      Sequencer // the codec's, if it is one
+	rawf     extension.RawFramer
 }
 
 // reader is one read loop's state for serving calls inline: while it
@@ -257,6 +304,10 @@ type StatefulChannel interface {
 	// CountControl counts a control frame about to be sent: false past
 	// MaxQueuedControl of them queued to a peer that does not read them.
 	CountControl() bool
+	// SendNoWait is Send for a control frame (counted with CountControl)
+	// or the frame that says the connection ends: on a server it never
+	// waits for room in a queue its peer does not drain, as Send may.
+	SendNoWait(msg any) error
 	// CloseGracefully flushes what is queued (bounded by wait), then closes.
 	CloseGracefully(wait time.Duration)
 	// Done is closed when the channel closes.
@@ -278,6 +329,7 @@ func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log
 		c.tls, c.mtls = true, len(tc.ConnectionState().VerifiedChains) > 0
 	}
 	c.seq, _ = codec.(Sequencer)
+	c.rawf, _ = codec.(extension.RawFramer)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		if rc, err := tc.SyscallConn(); err == nil {
@@ -362,6 +414,14 @@ func (c *Conn) queued() int {
 	return len(c.wbuf)
 }
 
+// pending is the connection's pending bytes (queued, or taken by a writer
+// and not yet written) and the senders waiting for room.
+func (c *Conn) pending() (bytes, waiting int) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return len(c.wbuf) + c.inflight, int(c.ticketNext - c.ticketHead)
+}
+
 // Attr returns a value stored with SetAttr.
 func (c *Conn) Attr(k any) (any, bool) { return c.attrs.Load(k) }
 
@@ -373,29 +433,59 @@ func (c *Conn) SetAttr(k, v any) { c.attrs.Store(k, v) }
 // this message. When nothing else is about to be sent and no write is in
 // progress, Send writes the frame itself, without blocking: what the socket
 // does not take at once is left to the write loop, so a caller never waits
-// on a peer that does not read.
-func (c *Conn) Send(msg any) error {
+// on a peer that does not read. On a server, a frame that would take the
+// connection's pending bytes past maxPending waits for the writer to make
+// room first (or for the connection to close: ErrClosed).
+func (c *Conn) Send(msg any) error { return c.send(msg, false) }
+
+// SendNoWait is Send for a frame that must never wait for room on a
+// server: a control frame a protocol answers its peer with from the read
+// loop (counted with CountControl), or the one frame that says the
+// connection ends (HTTP/2's GOAWAY, Dubbo's READONLY event), which a
+// server closing many connections sends to each in turn. Such frames are
+// counted or sent once, so they need no room of their own.
+func (c *Conn) SendNoWait(msg any) error { return c.send(msg, true) }
+
+func (c *Conn) send(msg any, control bool) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	bp := scratch.Get().(*[]byte)
-	frame, err := c.codec.Encode((*bp)[:0], msg)
-	if err != nil {
-		scratch.Put(bp)
-		return err
+	// The frame: the message's own bytes when the codec has them built
+	// (no copy, and no encoding buffer that a large answer would grow and
+	// leave as garbage), or encoded into a pooled buffer (bp).
+	var bp *[]byte
+	frame, ok := []byte(nil), false
+	if c.rawf != nil {
+		frame, ok = c.rawf.RawFrame(msg)
+	}
+	if !ok {
+		bp = scratch.Get().(*[]byte)
+		var err error
+		if frame, err = c.codec.Encode((*bp)[:0], msg); err != nil {
+			scratch.Put(bp)
+			return err
+		}
 	}
 	c.wmu.Lock()
 	if c.closed.Load() {
 		c.wmu.Unlock()
-		*bp = frame
-		scratch.Put(bp)
+		putScratch(bp, frame)
 		return ErrClosed
+	}
+	if c.pauseReads && !control && c.mustWait(len(frame)) {
+		// The slow path: the peer takes less than the server answers. The
+		// frame waits before Sequence gives it its place on the wire.
+		if !c.waitRoom(len(frame)) {
+			c.wmu.Unlock()
+			putScratch(bp, frame)
+			return ErrClosed
+		}
+		c.wakeReader() // the read loop may wait for the line to end
 	}
 	if c.seq != nil {
 		if frame = c.seq.Sequence(c, msg, frame); len(frame) == 0 {
 			c.wmu.Unlock()
-			*bp = frame
-			scratch.Put(bp)
+			putScratch(bp, frame)
 			return nil
 		}
 	}
@@ -403,8 +493,7 @@ func (c *Conn) Send(msg any) error {
 		// One frame alone may be larger (the payload limit bounds it);
 		// behind others, it is a queue its peer does not take.
 		c.wmu.Unlock()
-		*bp = frame
-		scratch.Put(bp)
+		putScratch(bp, frame)
 		err := fmt.Errorf("write queue to %s over %d bytes: %w", c.remote, maxQueued, ErrBackedUp)
 		c.fail(err)
 		return err
@@ -416,9 +505,10 @@ func (c *Conn) Send(msg any) error {
 		c.wbuf = append(c.wbuf, frame...)
 		c.noteLen()
 	case len(c.wbuf) == 0:
-		// Write the caller's own frame directly from its encoding buffer: no
-		// copy into the queue.
+		// Write the caller's own frame directly from its encoding buffer (or
+		// the message's own bytes): no copy into the queue.
 		c.flushing = true
+		c.inflight = len(frame)
 		inline = frame
 	default:
 		// The last of a batch (nothing else is coming): it takes the frames
@@ -427,24 +517,28 @@ func (c *Conn) Send(msg any) error {
 		c.wbuf = append(c.wbuf, frame...)
 		c.flushing = true
 		inline, c.wbuf, c.spare = c.wbuf, c.spare[:0], nil
+		c.inflight = len(inline)
 		took = true
-		c.noteLen()
 	}
 	c.wmu.Unlock()
-	if took {
-		c.wakeReader()
-	}
 	if inline != nil {
 		c.writeNow(inline, took)
 	}
-	if cap(frame) <= 64<<10 {
-		*bp = frame
-		scratch.Put(bp)
-	}
+	putScratch(bp, frame)
 	if inline == nil {
 		c.signal()
 	}
 	return nil
+}
+
+// putScratch gives an encoding buffer back to the pool, unless it grew
+// past 64 KiB (a pool of large buffers would keep the largest answers'
+// memory for good); bp is nil for a frame that was the message's own.
+func putScratch(bp *[]byte, frame []byte) {
+	if bp != nil && cap(frame) <= 64<<10 {
+		*bp = frame
+		scratch.Put(bp)
+	}
 }
 
 // SendControl sends a frame the protocol answers on its own, not a call's
@@ -458,7 +552,7 @@ func (c *Conn) SendControl(msg any) error {
 		c.fail(err)
 		return err
 	}
-	return c.Send(msg)
+	return c.send(msg, true)
 }
 
 // CountControl counts a control frame about to be queued and reports
@@ -475,18 +569,86 @@ func (c *Conn) CountControl() bool {
 	return c.control <= MaxQueuedControl
 }
 
-// noteLen keeps long, the read loop's lock-free hint that the queue is
-// over pauseReadAt, after the queue changed (under wmu); it writes the
-// shared flag only when the answer changes.
+// mustWait reports whether a server's frame of n bytes waits for room
+// (under wmu): others wait already, or it would take the pending bytes past
+// maxPending behind others (alone, a frame goes whatever its size).
+func (c *Conn) mustWait(n int) bool {
+	p := len(c.wbuf) + c.inflight
+	return c.ticketNext != c.ticketHead || p > 0 && p+n > maxPending
+}
+
+// waitRoom is a server's Send waiting for room for n bytes, under wmu
+// (released while it waits, held again when it returns); false when the
+// connection closed first. Senders go in the order they began to wait, so
+// that a frame larger than what the writer frees at a time is not passed
+// over for good by smaller ones. The wait is bounded: pending bytes mean a
+// writer at work or signalled, and a writer whose peer takes nothing for
+// WriteStall closes the connection.
+func (c *Conn) waitRoom(n int) bool {
+	t := c.ticketNext
+	c.ticketNext++
+	c.noteLen() // a sender waits: the read loop pauses
+	for {
+		if c.closed.Load() {
+			return false
+		}
+		if p := len(c.wbuf) + c.inflight; t == c.ticketHead && (p == 0 || p+n <= maxPending) {
+			c.ticketHead++
+			c.noteLen()
+			c.madeRoom() // the next in line may fit too
+			return true
+		}
+		if c.room == nil {
+			c.room = make(chan struct{})
+		}
+		room := c.room
+		c.wmu.Unlock()
+		select {
+		case <-room:
+		case <-c.done:
+		}
+		c.wmu.Lock()
+	}
+}
+
+// madeRoom wakes the senders waiting for room, if any (under wmu).
+func (c *Conn) madeRoom() {
+	if c.room != nil {
+		close(c.room)
+		c.room = nil
+	}
+}
+
+// wrote accounts for n bytes the writer has written of those it took
+// (under wmu); the caller wakes the read loop once it has let go of the
+// lock.
+func (c *Conn) wrote(n int) {
+	c.inflight -= n
+	c.noteLen()
+	c.madeRoom()
+}
+
+// noteLen keeps long, the read loop's lock-free hint that the pending
+// bytes are over pauseReadAt or senders wait for room, after either
+// changed (under wmu); it writes the shared flag only when the answer
+// changes.
 func (c *Conn) noteLen() {
-	if l := len(c.wbuf) > pauseReadAt; l != c.longNow {
+	if l := len(c.wbuf)+c.inflight > pauseReadAt || c.ticketNext != c.ticketHead; l != c.longNow {
 		c.longNow = l
 		c.long.Store(l)
 	}
 }
 
-// wakeReader tells a read loop paused for a long queue that a writer took
-// it.
+// backedUp is what keeps a paused read loop waiting: pending bytes over
+// half of pauseReadAt, or senders waiting for room.
+func (c *Conn) backedUp() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return len(c.wbuf)+c.inflight > pauseReadAt/2 || c.ticketNext != c.ticketHead
+}
+
+// wakeReader tells a read loop paused for a long queue that a writer made
+// progress.
 func (c *Conn) wakeReader() {
 	if c.paused.Load() {
 		select {
@@ -496,8 +658,9 @@ func (c *Conn) wakeReader() {
 	}
 }
 
-// waitQueue is a paused server read loop's wait: until its writer has taken
-// the queue down to half of pauseReadAt, or the connection closes (false).
+// waitQueue is a paused server read loop's wait: until its writer has
+// written the pending bytes down to half of pauseReadAt and no sender
+// waits for room, or the connection closes (false).
 // A peer that never reads is closed by the write side (WriteStall), which
 // ends this wait too.
 func (c *Conn) waitQueue() bool {
@@ -505,7 +668,7 @@ func (c *Conn) waitQueue() bool {
 	defer c.paused.Store(false)
 	t := time.NewTimer(50 * time.Millisecond)
 	defer t.Stop()
-	for c.queued() > pauseReadAt/2 {
+	for c.backedUp() {
 		select {
 		case <-c.rsignal:
 		case <-t.C:
@@ -543,6 +706,7 @@ func (c *Conn) writeNow(buf []byte, took bool) {
 	if err != nil {
 		c.wmu.Lock()
 		c.flushing = false
+		c.inflight = 0
 		c.wmu.Unlock()
 		c.fail(fmt.Errorf("write to %s: %w", c.RemoteAddr(), err))
 		return
@@ -555,12 +719,14 @@ func (c *Conn) writeNow(buf []byte, took bool) {
 		rest := append(c.spare[:0], buf[n:]...)
 		c.spare = nil
 		c.wbuf = append(rest, c.wbuf...)
-		c.noteLen()
 	}
+	// What the socket did not take is pending in the queue now.
+	c.wrote(c.inflight)
 	if took && c.spare == nil && cap(buf) <= 4<<20 {
 		c.spare = buf[:0]
 	}
 	c.wmu.Unlock()
+	c.wakeReader()
 	if more {
 		c.signal()
 	}
@@ -617,9 +783,8 @@ func (c *Conn) writeLoop() {
 		buf := c.wbuf
 		c.wbuf = c.spare[:0]
 		c.spare = nil
-		c.noteLen()
+		c.inflight = len(buf) // pending still, until written
 		c.wmu.Unlock()
-		c.wakeReader()
 		if err := c.write(buf); err != nil {
 			c.fail(err)
 			return
@@ -631,8 +796,10 @@ func (c *Conn) writeLoop() {
 		c.wmu.Lock()
 		c.flushing = false
 		c.spare = buf[:0]
+		c.wrote(c.inflight) // the last chunk (write accounted for the others)
 		more := len(c.wbuf) > 0
 		c.wmu.Unlock()
+		c.wakeReader()
 		if more {
 			c.signal()
 		}
@@ -643,7 +810,11 @@ func (c *Conn) writeLoop() {
 // out: a peer that takes less than that in that time while frames wait is
 // not reading (or reads a byte now and then to look alive: counting any
 // progress would let it), and the connection is closed rather than holding
-// the frames, and the calls waiting behind them, for good.
+// the frames, and the calls waiting behind them, for good. Each chunk but
+// the last is accounted for as it goes out (the write loop accounts for the
+// last, under the lock it takes anyway), so that a batch larger than a
+// chunk makes room for waiting senders as the peer reads it: a single
+// chunk costs no lock.
 func (c *Conn) write(buf []byte) error {
 	// The deadline is cleared after: a sender's non-blocking write
 	// (writeNow) meets the socket's deadline too, and fails once it passed.
@@ -661,6 +832,12 @@ func (c *Conn) write(buf []byte) error {
 			return fmt.Errorf("write to %s: %w", c.remote, err)
 		}
 		c.lastWrite.Store(time.Now().UnixNano())
+		if len(buf) > 0 {
+			c.wmu.Lock()
+			c.wrote(k)
+			c.wmu.Unlock()
+			c.wakeReader()
+		}
 	}
 	return nil
 }

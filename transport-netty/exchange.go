@@ -972,9 +972,11 @@ func (s *ExchangeServer) reply(conn *Conn, req *Request) (resp *Response) {
 // GoingAway sends the connection Dubbo's READONLY event, the first step of
 // a graceful stop: its consumer chooses other providers for new calls, and
 // the calls it sent are still served. (A Framing handler has its own:
-// Triple's GOAWAY.)
+// Triple's GOAWAY.) It does not wait for room (SendNoWait): Close tells
+// every connection in turn, and one whose peer does not read would hold
+// up the others.
 func (s *ExchangeServer) GoingAway(c *Conn) {
-	c.Send(&Request{ID: s.eventID.Add(1), Event: true, Data: ReadOnlyEvent})
+	c.SendNoWait(&Request{ID: s.eventID.Add(1), Event: true, Data: ReadOnlyEvent})
 }
 
 // Close stops accepting, tells every connection it is going away (READONLY

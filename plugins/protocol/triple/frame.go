@@ -82,6 +82,20 @@ type rawFrames []byte
 
 func (r rawFrames) appendFrames(dst []byte) ([]byte, error) { return append(dst, r...), nil }
 
+// RawFrame is frames built already, the transport's to send as they are
+// (extension.RawFramer): no copy of an answer into an encoding buffer.
+func (c *codec) RawFrame(msg any) ([]byte, bool) {
+	switch m := msg.(type) {
+	case rawFrames:
+		return m, true
+	case *netty.Response:
+		if r, ok := m.Data.(rawFrames); ok {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
 // Encode appends msg's frames: an appender's own, or a response of the
 // exchange layer (an answer, or one it makes itself: status 100, shutting
 // down) as a gRPC response on its stream.

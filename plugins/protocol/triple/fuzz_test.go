@@ -27,6 +27,8 @@ func (r *recorder) Send(msg any) error {
 	return err
 }
 
+func (r *recorder) SendNoWait(msg any) error { return r.Send(msg) }
+
 func (r *recorder) CloseGracefully(time.Duration) { r.closed = true }
 
 func (r *recorder) Close() error { r.closed = true; return nil }

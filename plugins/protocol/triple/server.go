@@ -106,7 +106,7 @@ func (sc *serverConn) preface() {
 		h2.SettingMaxFrameSize, h2.DefaultMaxFrame,
 		h2.SettingMaxHeaderListSize, h2.MaxHeaderListSize)
 	b = h2.AppendWindowUpdate(b, 0, h2.ConnRecvWindow-h2.DefaultInitialWindow)
-	sc.send(b)
+	sc.sendNoWait(b)
 }
 
 // Disconnected ends the connection's calls: their answers have nowhere to go.
@@ -179,7 +179,7 @@ func (f *framing) GoingAway(c *netty.Conn) {
 	if sc := f.state(c); sc != nil && !sc.stopping.Swap(true) {
 		last := sc.maxSeen.Load()
 		sc.stopLast.Store(last)
-		sc.send(h2.AppendGoAway(nil, last, h2.CodeNo, "server stopping"))
+		sc.sendNoWait(h2.AppendGoAway(nil, last, h2.CodeNo, "server stopping"))
 	}
 }
 
@@ -209,6 +209,9 @@ var maxBuffered int64 = 32 << 20
 // the fuzz target's recorder).
 type wire interface {
 	Send(msg any) error
+	// SendNoWait is Send for the frames the read loop answers with and
+	// GOAWAY: never waiting for room in a queue the peer does not drain.
+	SendNoWait(msg any) error
 	CloseGracefully(wait time.Duration)
 	Close() error
 	// CountControl counts a control frame about to be sent: false past
@@ -334,9 +337,21 @@ func (sc *serverConn) release(st *stream) {
 
 // send queues frames; a connection that cannot take them (its write queue
 // over the transport's bound: the peer does not read) is closed, since
-// every later frame would be lost too.
+// every later frame would be lost too. A call's frames may wait there for
+// room while the peer is slow to read (netty's Send on a server).
 func (sc *serverConn) send(b []byte) {
 	if err := sc.conn.Send(rawFrames(b)); err != nil && err != netty.ErrClosed {
+		sc.conn.Close()
+	}
+}
+
+// sendNoWait is send for frames that must not wait for room: those the
+// read loop sends (which would stop reading the peer's frames, its
+// WINDOW_UPDATEs and RST_STREAMs among them, for as long as its peer does
+// not read), and GOAWAY, sent once per connection, in turn to each of a
+// stopping server's. They are counted (control) or one per connection.
+func (sc *serverConn) sendNoWait(b []byte) {
+	if err := sc.conn.SendNoWait(rawFrames(b)); err != nil && err != netty.ErrClosed {
 		sc.conn.Close()
 	}
 }
@@ -351,7 +366,7 @@ func (sc *serverConn) control(b []byte) {
 		sc.fail(h2.CodeEnhanceYourCalm, "over %d control frames queued to a peer that does not read them", maxQueuedControlFrames)
 		return
 	}
-	sc.send(b)
+	sc.sendNoWait(b)
 }
 
 // maxSettingsPerSecond bounds the SETTINGS frames a peer sends in a
@@ -374,7 +389,7 @@ func (sc *serverConn) failOn(e *h2.ConnError) { sc.fail(e.Code, "%s", e.Msg) }
 // abort sends GOAWAY code (once) and closes the connection; any goroutine.
 func (sc *serverConn) abort(code uint32, msg string) {
 	if sc.failed.CompareAndSwap(false, true) {
-		sc.send(h2.AppendGoAway(nil, sc.maxSeen.Load(), code, msg))
+		sc.sendNoWait(h2.AppendGoAway(nil, sc.maxSeen.Load(), code, msg))
 	}
 	sc.conn.CloseGracefully(100 * time.Millisecond)
 }
