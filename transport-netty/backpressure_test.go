@@ -23,25 +23,8 @@ import (
 // the persist timer's probes.
 func serverPipe(t *testing.T) (*Conn, *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peerc := make(chan net.Conn, 1)
-	go func() {
-		nc, _ := ln.Accept()
-		peerc <- nc
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _ := (<-peerc).(*net.TCPConn)
-	if peer == nil {
-		t.Fatal("accept failed")
-	}
-	nc.(*net.TCPConn).SetWriteBuffer(128 << 10)
+	nc, peer := loopback(t)
+	nc.SetWriteBuffer(128 << 10)
 	peer.SetReadBuffer(128 << 10)
 	c := newConn(nc, testCodec{}, nopHandler{}, quiet)
 	c.pauseReads = true

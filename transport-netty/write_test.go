@@ -14,9 +14,9 @@ import (
 	"github.com/weftrpc/weft/kernel"
 )
 
-// pipePair returns a Conn over one end of a loopback TCP connection and the
-// raw other end.
-func pipePair(t *testing.T) (*Conn, net.Conn) {
+// loopback returns both ends of a TCP connection on 127.0.0.1: the
+// dialled one and the accepted one.
+func loopback(t *testing.T) (nc, peer *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,14 +28,22 @@ func pipePair(t *testing.T) (*Conn, net.Conn) {
 		nc, _ := ln.Accept()
 		peerc <- nc
 	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
+	d, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer := <-peerc
+	peer, _ = (<-peerc).(*net.TCPConn)
 	if peer == nil {
 		t.Fatal("accept failed")
 	}
+	return d.(*net.TCPConn), peer
+}
+
+// pipePair returns a Conn over one end of a loopback TCP connection and the
+// raw other end.
+func pipePair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	nc, peer := loopback(t)
 	c := newConn(nc, testCodec{}, nopHandler{}, quiet)
 	c.start()
 	t.Cleanup(func() {
