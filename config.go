@@ -121,14 +121,20 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 		}
 	}
 	keys := k.Keys()
-	var errs []string
-	for _, key := range keys {
-		if err := config.CheckKey(key); err != nil {
-			errs = append(errs, err.Error())
+	errs := config.CheckKeys(keys)
+	if len(errs) == 0 {
+		for _, key := range keys {
+			if err := config.CheckValue(key, k.Get(key)); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("weft: config: %s", strings.Join(errs, "; "))
+		msgs := make([]string, len(errs))
+		for i, err := range errs {
+			msgs[i] = err.Error()
+		}
+		return nil, fmt.Errorf("weft: config: %s", strings.Join(msgs, "; "))
 	}
 	var cfg Config
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {

@@ -152,6 +152,47 @@ func TestConfigValueErrorText(t *testing.T) {
 	}
 }
 
+// Mistakes a new user makes, each reported once, at its key path, with the
+// value and what the key wants (issue 25: a misspelt block was reported
+// once per key below it, and a wrong type in the decoder's words).
+func TestConfigTypeAndSpellingErrors(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"provder: {services: {a: {interface: x.A}, b: {interface: x.B, timeout: 5}}}",
+			"weft: config: unknown key provder (known at the top level: application, config_center, consumer, logger, metrics, protocols, provider, qos, registries, tls, tracing, wasm)"},
+		{`consumer: {timeout: "3s"}`, `weft: config: consumer.timeout: "3s" is not a number of ms`},
+		{`provider: {shutdown: {wait: 2.5}}`, `weft: config: provider.shutdown.wait: 2.5 is not a whole number of ms`},
+		{`protocols: {dubbo: {payload: 8MiB}}`, `weft: config: protocols.dubbo.payload: "8MiB" is not a number of bytes`},
+		{`qos: {enable: maybe}`, `weft: config: qos.enable: "maybe" is not true or false`},
+		{`protocols: dubbo`, `weft: config: protocols: "dubbo" is not a block of keys`},
+		{`provider: {services: {greeter: {interface: [a, b]}}}`, `weft: config: provider.services.greeter.interface: a list is not a string`},
+	} {
+		_, err := newFromYAML(validBase, c.doc)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got  %v\n want %s", c.doc, err, c.want)
+		}
+	}
+	// An unknown registry is the one error: not also "nothing to export"
+	// or "no registry" for a reference that was to use it.
+	for _, doc := range []string{
+		`registries: {r: {address: "foo://127.0.0.1:1"}}`,
+		`{registries: {r: {address: "foo://127.0.0.1:1"}}, consumer: {references: {a: {interface: x.Y}}}}`,
+	} {
+		_, err := weft.New(weft.WithConfig(weft.ConfigYAML(doc)), weft.WithoutEnv(), weft.WithLogger(quiet))
+		want := `weft: config: registries.r.address: unknown registry extension "foo" (known: embedded)`
+		if err == nil || err.Error() != want {
+			t.Errorf("%s:\n got  %v\n want %s", doc, err, want)
+		}
+	}
+	// The environment's values are strings: those that read as what the
+	// key wants pass.
+	t.Setenv("WEFT_CONSUMER_TIMEOUT", "500")
+	t.Setenv("WEFT_QOS_ENABLE", "false")
+	if _, err := weft.New(weft.WithConfig(weft.ConfigYAML(validBase)), weft.WithLogger(quiet),
+		weft.WithService("greeter", greeter{})); err != nil {
+		t.Fatalf("numbers and booleans from the environment: %v", err)
+	}
+}
+
 // A bad value from a WEFT_* variable is reported at its key path too.
 func TestConfigRejectsBadValueFromEnv(t *testing.T) {
 	t.Setenv("WEFT_CONSUMER_ACTIVES", "-3")

@@ -14,6 +14,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
@@ -130,7 +131,7 @@ type Protocol struct {
 	Queues      int    `koanf:"queues"`
 	Alive       int    `koanf:"alive"`
 	// Payload is the largest frame in bytes (Dubbo's default 8 MiB).
-	Payload int `koanf:"payload"`
+	Payload int `koanf:"payload" unit:"bytes"`
 	// Transporter is Dubbo's `transporter`: netty (Dubbo 2's name) or
 	// netty4 (Dubbo 3's), both weft's transport-netty, the only transport;
 	// accepted so that a Dubbo config keeps working, and checked.
@@ -149,7 +150,7 @@ type Registry struct {
 
 // Method overrides settings for one method (`methods.<name>.*`).
 type Method struct {
-	Timeout     int    `koanf:"timeout"`
+	Timeout     int    `koanf:"timeout" unit:"ms"`
 	Retries     *int   `koanf:"retries"`
 	LoadBalance string `koanf:"loadbalance"`
 	Executes    int    `koanf:"executes"`
@@ -190,7 +191,7 @@ type Provider struct {
 	// Shutdown tunes the graceful stop of providers.
 	Shutdown  Shutdown `koanf:"shutdown"`
 	Filter    string   `koanf:"filter"`
-	Timeout   int      `koanf:"timeout"`
+	Timeout   int      `koanf:"timeout" unit:"ms"`
 	Executes  int      `koanf:"executes"`
 	AccessLog string   `koanf:"accesslog"`
 	// Token is Dubbo's token, the default of every service: true for a
@@ -199,7 +200,7 @@ type Provider struct {
 	// TPS and TPSInterval are Dubbo's `tps` and `tps.interval` (ms, default
 	// 60000), the default of every service: at most TPS calls per interval.
 	TPS         int                `koanf:"tps"`
-	TPSInterval int                `koanf:"tps_interval"`
+	TPSInterval int                `koanf:"tps_interval" unit:"ms"`
 	Protocol    string             `koanf:"protocol"`
 	Services    map[string]Service `koanf:"services"`
 }
@@ -207,7 +208,7 @@ type Provider struct {
 // Shutdown: on stop a provider unregisters, waits Wait ms for
 // consumers to hear of it, then refuses new calls and drains those in flight.
 type Shutdown struct {
-	Wait int `koanf:"wait"`
+	Wait int `koanf:"wait" unit:"ms"`
 }
 
 // Service exports one implementation.
@@ -221,7 +222,7 @@ type Service struct {
 	Protocol string `koanf:"protocol"`
 	// Filter is appended to provider.filter, as in Dubbo.
 	Filter    string `koanf:"filter"`
-	Timeout   int    `koanf:"timeout"`
+	Timeout   int    `koanf:"timeout" unit:"ms"`
 	Executes  int    `koanf:"executes"`
 	AccessLog string `koanf:"accesslog"`
 	// Token overrides provider.token: true for a random one, false for
@@ -229,7 +230,7 @@ type Service struct {
 	Token string `koanf:"token"`
 	// TPS and TPSInterval override provider.tps and provider.tps_interval.
 	TPS         int `koanf:"tps"`
-	TPSInterval int `koanf:"tps_interval"`
+	TPSInterval int `koanf:"tps_interval" unit:"ms"`
 	Weight      int `koanf:"weight"`
 	// Serialization overrides the protocol's serialization for this
 	// service (Dubbo's service-level `serialization`).
@@ -241,7 +242,7 @@ type Service struct {
 // Consumer holds the defaults of every reference and the references.
 type Consumer struct {
 	Filter      string               `koanf:"filter"`
-	Timeout     int                  `koanf:"timeout"`
+	Timeout     int                  `koanf:"timeout" unit:"ms"`
 	Retries     *int                 `koanf:"retries"`
 	Cluster     string               `koanf:"cluster"`
 	LoadBalance string               `koanf:"loadbalance"`
@@ -262,7 +263,7 @@ type Reference struct {
 	Cluster     string `koanf:"cluster"`
 	LoadBalance string `koanf:"loadbalance"`
 	Retries     *int   `koanf:"retries"`
-	Timeout     int    `koanf:"timeout"`
+	Timeout     int    `koanf:"timeout" unit:"ms"`
 	Actives     int    `koanf:"actives"`
 	Filter      string `koanf:"filter"`
 	Mock        string `koanf:"mock"`
@@ -432,6 +433,21 @@ func (cfg *Config) Validate(set func(key string) bool) []error {
 	return errs
 }
 
+// CheckKeys reports the flattened keys that Config has no place for (see
+// CheckKey), each mistake once: a misspelt block (provder:) makes every
+// key below it unknown for the same reason.
+func CheckKeys(keys []string) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, key := range keys {
+		if err := CheckKey(key); err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 // CheckKey reports a flattened key (provider.services.x.timeout) that
 // Config has no place for, naming its path and the keys known there.
 func CheckKey(key string) error {
@@ -479,6 +495,133 @@ func checkKey(t reflect.Type, parts []string, at string) error {
 		at, parts = path, parts[1:]
 	}
 	return nil
+}
+
+// CheckValue reports a value the key's setting cannot take, in the words
+// of the other config errors: the key path, the value, what the key wants
+// and its unit (`consumer.timeout: "3s" is not a number of ms`), where the
+// decoder would say only that a string did not parse as an int. Strings
+// that read as the number or boolean wanted pass: the environment's values
+// are all strings. A key CheckKey refuses is not its business.
+func CheckValue(key string, v any) error {
+	t, tag, ok := leaf(reflect.TypeOf(Config{}), strings.Split(key, "."))
+	if !ok || v == nil {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	unit := ""
+	if u := tag.Get("unit"); u != "" {
+		unit = " of " + u
+	}
+	bad := func(want string) error {
+		return fmt.Errorf("%s: %s is not %s", key, quoteValue(v), want)
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		switch x := v.(type) {
+		case int, int64, uint64, int32:
+		case float64:
+			if x != math.Trunc(x) {
+				return bad("a whole number" + unit)
+			}
+		case string:
+			if _, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64); err != nil {
+				return bad("a number" + unit)
+			}
+		default:
+			return bad("a number" + unit)
+		}
+	case reflect.Float32, reflect.Float64:
+		switch x := v.(type) {
+		case int, int64, uint64, int32, float64:
+		case string:
+			if _, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err != nil {
+				return bad("a number" + unit)
+			}
+		default:
+			return bad("a number" + unit)
+		}
+	case reflect.Bool:
+		switch x := v.(type) {
+		case bool:
+		case string:
+			if _, err := strconv.ParseBool(strings.TrimSpace(x)); err != nil {
+				return bad("true or false")
+			}
+		default:
+			return bad("true or false")
+		}
+	case reflect.String:
+		switch v.(type) {
+		case map[string]any, []any:
+			return bad("a string")
+		}
+	case reflect.Slice:
+		switch v.(type) {
+		case []any:
+		case string:
+			// A comma-separated list from the environment.
+		default:
+			return bad("a list")
+		}
+	case reflect.Map, reflect.Struct:
+		if _, isMap := v.(map[string]any); !isMap {
+			return bad("a block of keys")
+		}
+	}
+	return nil
+}
+
+// leaf is the type of the setting at key's path, and its field's tag.
+func leaf(t reflect.Type, parts []string) (reflect.Type, reflect.StructTag, bool) {
+	var tag reflect.StructTag
+	for _, part := range parts {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTag(t, part)
+			if !ok {
+				return nil, "", false
+			}
+			t, tag = f.Type, f.Tag
+		case reflect.Map:
+			t, tag = t.Elem(), ""
+		default:
+			return nil, "", false
+		}
+	}
+	return t, tag, true
+}
+
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.Tag.Get("koanf") == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// quoteValue shows a config value as YAML would: strings quoted, blocks
+// and lists by what they are, never whole.
+func quoteValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 64 {
+			x = x[:64] + "..."
+		}
+		return strconv.Quote(x)
+	case map[string]any:
+		return "a block of keys"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprint(v)
 }
 
 // Logger is the App's logger when weft.WithLogger gives none, with

@@ -175,7 +175,7 @@ func New(d Deps) (*Runtime, error) {
 			// them (they take a restart to apply).
 			rt.log.Warn("weft: no services or references configured yet; the config center's document has not been read",
 				"config_center", d.Center.Where())
-		} else {
+		} else if !c.badRegistry {
 			c.errs = append(c.errs, emptyConfigError(reg))
 		}
 	}
@@ -196,7 +196,15 @@ func New(d Deps) (*Runtime, error) {
 type checks struct {
 	d    Deps
 	errs []error
+	// badRegistry: a registry's address was refused. What follows from
+	// its absence (nothing to export, a reference with no source of
+	// providers) is not reported beside it: it would point the user away
+	// from the one mistake.
+	badRegistry bool
 }
+
+// errNoSource is a reference's error when nothing can give it providers.
+var errNoSource = errors.New("no url, no registry")
 
 func (c *checks) fail(path string, err error) {
 	c.errs = append(c.errs, fmt.Errorf("%s: %w", path, err))
@@ -256,9 +264,11 @@ func (rt *Runtime) checkNames(c *checks) {
 		u, err := kernel.ParseURL(cfg.Registries[id].Address)
 		if err != nil {
 			c.fail(path, err)
+			c.badRegistry = true
 			continue
 		}
 		if !rt.regs.Has(u.Protocol) {
+			c.badRegistry = true
 			if err := optin.NotAdded("registry", u.Protocol, rt.regs.Names()); err != nil {
 				c.fail(path, err)
 				continue
@@ -323,7 +333,9 @@ func (rt *Runtime) buildReferences(c *checks) {
 			}
 		}
 		if err != nil {
-			c.fail(path, err)
+			if !(c.badRegistry && errors.Is(err, errNoSource)) {
+				c.fail(path, err)
+			}
 			continue
 		}
 		rt.refs[id] = r
@@ -549,7 +561,7 @@ func (rt *Runtime) buildReference(cfg *config.Config, id string, rc config.Refer
 			break
 		}
 		if name == "" {
-			return nil, fmt.Errorf("no url, no registry and no service %s exported by this App: set url: dubbo://host:port, protocol: injvm, or a registry", r.url.ServiceKey())
+			return nil, fmt.Errorf("%w and no service %s exported by this App: set url: dubbo://host:port, protocol: injvm, or a registry", errNoSource, r.url.ServiceKey())
 		}
 		p, err := rt.protocolFor(name)
 		if err != nil {
