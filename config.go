@@ -9,6 +9,7 @@ import (
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env"
 	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
 	"github.com/weftrpc/weft/config"
@@ -63,26 +64,25 @@ func (f fileSource) load(k *koanf.Koanf) error {
 	if _, err := os.Stat(string(f)); err != nil {
 		return fmt.Errorf("weft: config file: %w", err)
 	}
-	if err := k.Load(file.Provider(string(f)), yaml.Parser()); err != nil {
-		return fmt.Errorf("weft: config file %s: %w", f, err)
-	}
-	return nil
+	return loadYAML(k, file.Provider(string(f)), "config file "+string(f))
 }
 
 type yamlSource []byte
 
 func (y yamlSource) load(k *koanf.Koanf) error {
-	if err := k.Load(bytesProvider(y), yaml.Parser()); err != nil {
-		return fmt.Errorf("weft: config yaml: %w", err)
-	}
-	return nil
+	return loadYAML(k, rawbytes.Provider(y), "config yaml")
 }
 
-type bytesProvider []byte
-
-func (b bytesProvider) ReadBytes() ([]byte, error) { return b, nil }
-func (b bytesProvider) Read() (map[string]any, error) {
-	return nil, fmt.Errorf("weft: bytes provider needs a parser")
+// loadYAML loads a YAML document and resolves its placeholders (expand).
+func loadYAML(k *koanf.Koanf, p koanf.Provider, what string) error {
+	err := k.Load(p, yaml.Parser())
+	if err == nil {
+		err = expand(k)
+	}
+	if err != nil {
+		return fmt.Errorf("weft: %s: %w", what, err)
+	}
+	return nil
 }
 
 type envSource string
@@ -120,21 +120,8 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 			return nil, fmt.Errorf("weft: config: %w", err)
 		}
 	}
-	keys := k.Keys()
-	errs := config.CheckKeys(keys)
-	if len(errs) == 0 {
-		for _, key := range keys {
-			if err := config.CheckValue(key, k.Get(key)); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, err := range errs {
-			msgs[i] = err.Error()
-		}
-		return nil, fmt.Errorf("weft: config: %s", strings.Join(msgs, "; "))
+	if err := config.CheckKeysAndValues(k.Keys(), k.Get); err != nil {
+		return nil, fmt.Errorf("weft: config: %w", err)
 	}
 	var cfg Config
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
@@ -147,6 +134,21 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// expand resolves the ${NAME} and ${NAME:default} placeholders of a file's
+// or document's values (config.ExpandValue), not the environment's.
+func expand(k *koanf.Koanf) error {
+	for _, key := range k.Keys() {
+		v, changed, err := config.ExpandValue(key, k.Get(key), os.LookupEnv)
+		if err == nil && changed {
+			err = k.Set(key, v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ConfigFiles returns sources for YAML files, merged in the given order.

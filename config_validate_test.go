@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -380,4 +381,36 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A file's values may name environment variables, ${NAME} or
+// ${NAME:default}, lists' items too; an unset one without a default is an
+// error at its key path, naming the file.
+func TestConfigPlaceholders(t *testing.T) {
+	t.Setenv("WEFTTEST_GROUP", "blue")
+	t.Setenv("WEFTTEST_TIMEOUT", "750")
+	cfg, err := weft.LoadConfig(weft.ConfigYAML(`
+consumer:
+  timeout: ${WEFTTEST_TIMEOUT}
+  references:
+    a: {interface: x.A, group: "${WEFTTEST_GROUP}", version: "${WEFTTEST_UNSET:1.0.0}", url: "dubbo://${WEFTTEST_HOST:127.0.0.1}:20880"}
+    b: {interface: "x.$${literal}", routers: [{rule: "=> host = ${WEFTTEST_HOST:10.0.0.9}"}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Consumer.References["a"], cfg.Consumer.References["b"]
+	if cfg.Consumer.Timeout != 750 || a.Group != "blue" || a.Version != "1.0.0" || a.URL != "dubbo://127.0.0.1:20880" ||
+		b.Interface != "x.${literal}" || len(b.Routers) != 1 || b.Routers[0].Rule != "=> host = 10.0.0.9" {
+		t.Fatalf("expanded: timeout %d, a %+v, b %+v", cfg.Consumer.Timeout, a, b)
+	}
+	path := t.TempDir() + "/weft.yaml"
+	if err := os.WriteFile(path, []byte("consumer: {references: {a: {interface: x.A, url: \"dubbo://${WEFTTEST_HOST}:1\"}}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = weft.LoadConfig(weft.ConfigFiles(path)...)
+	want := "weft: config file " + path + ": consumer.references.a.url: ${WEFTTEST_HOST}: the environment variable WEFTTEST_HOST is not set; set it, or give a default: ${WEFTTEST_HOST:default}"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err:\n %v\nwant:\n %s", err, want)
+	}
 }

@@ -7,6 +7,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -431,6 +432,28 @@ func (cfg *Config) Validate(set func(key string) bool) []error {
 	// Router priorities and WASM filter orders are any int: they only sort.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
+}
+
+// CheckKeysAndValues checks every flattened key (CheckKeys) and, when all
+// are known, every value (CheckValue, get giving a key's): one error
+// listing the mistakes, separated by "; ", or nil.
+func CheckKeysAndValues(keys []string, get func(string) any) error {
+	errs := CheckKeys(keys)
+	if len(errs) == 0 {
+		for _, key := range keys {
+			if err := CheckValue(key, get(key)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // CheckKeys reports the flattened keys that Config has no place for (see

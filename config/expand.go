@@ -1,0 +1,101 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Expand replaces each ${NAME} in s with the value of the environment
+// variable NAME (lookup), and each ${NAME:default} with it or, when NAME is
+// not set, with default; $${ is a literal ${. A file can then keep what
+// differs between machines (addresses, ports, secrets) out of its text, as
+// Spring's and dubbo-go's placeholders do. An unset NAME without a default
+// is an error naming it: an empty address would fail later and further
+// from its cause.
+func Expand(s string, lookup func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' {
+			b.WriteString(s[:i-1])
+			b.WriteString("${")
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("%q has a ${ without its }: write ${NAME} or ${NAME:default}, or $${ for a literal ${", s)
+		}
+		ref := s[i+2 : i+end]
+		name, def, hasDef := strings.Cut(ref, ":")
+		if !validEnvName(name) {
+			return "", fmt.Errorf("${%s}: %q is not an environment variable's name (letters, digits and _)", ref, name)
+		}
+		v, ok := lookup(name)
+		switch {
+		case ok:
+			b.WriteString(v)
+		case hasDef:
+			b.WriteString(def)
+		default:
+			return "", fmt.Errorf("${%s}: the environment variable %s is not set; set it, or give a default: ${%s:default}", ref, name, name)
+		}
+		s = s[i+end+1:]
+	}
+}
+
+func validEnvName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i, r := range n {
+		if r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// ExpandValue is Expand on a decoded config value at key path at: a string,
+// or the strings of a list or block, at any depth (a router's rule in a
+// list of blocks). changed is false when nothing was replaced.
+func ExpandValue(at string, v any, lookup func(string) (string, bool)) (any, bool, error) {
+	switch x := v.(type) {
+	case string:
+		s, err := Expand(x, lookup)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", at, err)
+		}
+		return s, s != x, nil
+	case []any:
+		out, changed := make([]any, len(x)), false
+		for i, e := range x {
+			ev, c, err := ExpandValue(fmt.Sprintf("%s[%d]", at, i), e, lookup)
+			if err != nil {
+				return nil, false, err
+			}
+			out[i], changed = ev, changed || c
+		}
+		return out, changed, nil
+	case map[string]any:
+		out, changed := make(map[string]any, len(x)), false
+		for k, e := range x {
+			ev, c, err := ExpandValue(at+"."+k, e, lookup)
+			if err != nil {
+				return nil, false, err
+			}
+			out[k], changed = ev, changed || c
+		}
+		return out, changed, nil
+	}
+	return v, false, nil
+}
