@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"reflect"
 	"sort"
@@ -712,4 +713,39 @@ func (lc Logger) NewLogger() (*slog.Logger, io.Closer, error) {
 		return nil, nil, fmt.Errorf("weft: config: logger.format: %q is not a format (known: text, json); set one of them or remove the key", lc.Format)
 	}
 	return slog.New(h), closer, nil
+}
+
+// Listener is an address the App listens on once started, by the key that
+// sets its port.
+type Listener struct{ Key, Addr string }
+
+// Listeners are the fixed addresses (port not 0) the App listens on once
+// started: each network protocol's, QoS's, the metrics exporter's. A check
+// that does not start the App (weft run --check) tries them, as a port
+// another process holds fails the start and nothing before it.
+func (c *Config) Listeners() []Listener {
+	var out []Listener
+	ids := make([]string, 0, len(c.Protocols))
+	for id := range c.Protocols {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p := c.Protocols[id]
+		if p.Port == 0 {
+			continue
+		}
+		host := p.Host
+		if host == "" {
+			host = "127.0.0.1" // the engine's default (a provider URL's host)
+		}
+		out = append(out, Listener{"protocols." + id + ".port", net.JoinHostPort(host, strconv.Itoa(p.Port))})
+	}
+	if c.QoS.Enabled() && c.QoS.ListenPort() != 0 {
+		out = append(out, Listener{"qos.port", c.QoS.Addr()})
+	}
+	if c.Metrics.Enabled() && c.Metrics.Prometheus.Exporter.Enabled && (c.Metrics.Port == nil || *c.Metrics.Port != 0) {
+		out = append(out, Listener{"metrics.port", c.Metrics.ExporterAddr()})
+	}
+	return out
 }

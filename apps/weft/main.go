@@ -1,6 +1,7 @@
 // Command weft runs weft applications composed from config files.
 //
 //	weft run -c weft.yaml [-c override.yaml ...]   compose and run until SIGINT/SIGTERM
+//	weft run --check -c weft.yaml                  check it all, free ports included, and exit
 //	weft wasm check FILE.wasm                      check a WASM filter module (weft ABI v1 or proxy-wasm)
 //	weft ls REGISTRY_URL                           list a registry's services and providers
 //	weft qos HOST:PORT COMMAND [ARGS]              run a QoS command (ls, offline, ready, ...) on an App
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -39,6 +41,7 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage:
   weft run -c FILE [-c FILE...]   compose the App the config files describe and run it
+                                  (--check: check everything, ports included, and exit)
   weft invoke URL METHOD '[ARGS]'  make one generic call to a Dubbo provider, print the result as JSON
   weft bench [flags] [URL]        load a Dubbo echo endpoint: qps and latency percentiles
   weft ls REGISTRY_URL            list the services a registry holds and their providers
@@ -66,6 +69,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		var cfg files
 		fs.Var(&cfg, "c", "config file (repeat to merge several, in order)")
+		check := fs.Bool("check", false, "check everything (files, names, values, WASM modules, free ports) and exit without starting")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
@@ -81,6 +85,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		c := app.Config()
+		if *check {
+			return checkRun(c, cfg, stdout, stderr)
+		}
 		app.Logger().Info("weft run: starting", "config", cfg.String(),
 			"services", strings.Join(slices.Sorted(maps.Keys(c.Provider.Services)), ","),
 			"references", strings.Join(slices.Sorted(maps.Keys(c.Consumer.References)), ","))
@@ -107,6 +114,37 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+}
+
+// checkRun is weft run --check after New accepted the config: New has
+// checked every key, value and name and compiled the WASM modules; what
+// only starting would find is a port another process holds, so each fixed
+// one is tried.
+func checkRun(c *weft.Config, cfg files, stdout, stderr io.Writer) int {
+	bad := 0
+	for _, l := range c.Listeners() {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "weft run --check: %s: cannot listen on %s: %v\n", l.Key, l.Addr, err)
+			bad++
+			continue
+		}
+		ln.Close()
+	}
+	if bad > 0 {
+		return 1
+	}
+	fmt.Fprintf(stdout, "weft run --check: %s: ok (services: %s; references: %s; WASM filters: %s)\n", cfg.String(),
+		orNone(slices.Sorted(maps.Keys(c.Provider.Services))), orNone(slices.Sorted(maps.Keys(c.Consumer.References))),
+		orNone(slices.Sorted(maps.Keys(c.Wasm.Filters))))
+	return 0
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // builtinPlugins are the opt-in integrations weft run carries, so that a

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +76,52 @@ provider: {services: {greeter: {interface: org.example.Greeter}}}
 `)
 	if code != 1 || !strings.Contains(stderr, `consumer.cluster: unknown cluster extension "failwhale"`) || strings.Contains(stderr, "registries.z") {
 		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+}
+
+// weft run --check checks what New checks and the ports, and exits without
+// starting anything.
+func TestRunCheck(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := write("base.yaml", "qos: {enable: false}\nprovider: {services: {echo: {interface: org.weft.bench.EchoService}}}\n")
+	for _, c := range []struct {
+		files      []string
+		code       int
+		out, errIn string
+	}{
+		{[]string{base}, 0, "base.yaml: ok (services: echo; references: none; WASM filters: none)", ""},
+		{[]string{base, write("port.yaml", fmt.Sprintf("protocols: {dubbo: {port: %d}}\n", port))}, 1, "",
+			fmt.Sprintf("protocols.dubbo.port: cannot listen on 127.0.0.1:%d", port)},
+		{[]string{base, write("wasm.yaml", "wasm: {filters: {f: {path: missing.wasm}}}\n")}, 1, "", "missing.wasm"},
+		{[]string{base, write("env.yaml", "consumer: {references: {r: {interface: x.Y, url: \"dubbo://${WEFTTEST_NO_SUCH_HOST}:1\"}}}\n")}, 1, "",
+			"the environment variable WEFTTEST_NO_SUCH_HOST is not set"},
+	} {
+		args := []string{"run", "--check"}
+		for _, f := range c.files {
+			args = append(args, "-c", f)
+		}
+		var out, errb bytes.Buffer
+		code := cli(args, &out, &errb)
+		if code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errb.String(), c.errIn) {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want code %d, %q, %q", c.files, code, out.String(), errb.String(), c.code, c.out, c.errIn)
+		}
+	}
+	// Nothing was started: the held port is the only listener, and a
+	// second check finds the same.
+	if code := cli([]string{"run", "--check", "-c", base}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("second check: code %d", code)
 	}
 }
