@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/env"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/rawbytes"
@@ -73,11 +74,17 @@ func (y yamlSource) load(k *koanf.Koanf) error {
 	return loadYAML(k, rawbytes.Provider(y), "config yaml")
 }
 
-// loadYAML loads a YAML document and resolves its placeholders (expand).
+// loadYAML loads a YAML document, its placeholders resolved and a dubbo-go
+// config put in weft's keys (config.Prepare).
 func loadYAML(k *koanf.Koanf, p koanf.Provider, what string) error {
-	err := k.Load(p, yaml.Parser())
+	one := koanf.New(".")
+	err := one.Load(p, yaml.Parser())
+	var doc map[string]any
 	if err == nil {
-		err = expand(k)
+		doc, err = config.Prepare(one.Raw(), os.LookupEnv)
+	}
+	if err == nil {
+		err = k.Load(confmap.Provider(doc, ""), nil)
 	}
 	if err != nil {
 		return fmt.Errorf("weft: %s: %w", what, err)
@@ -134,21 +141,6 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 		return nil, err
 	}
 	return &cfg, nil
-}
-
-// expand resolves the ${NAME} and ${NAME:default} placeholders of a file's
-// or document's values (config.ExpandValue), not the environment's.
-func expand(k *koanf.Koanf) error {
-	for _, key := range k.Keys() {
-		v, changed, err := config.ExpandValue(key, k.Get(key), os.LookupEnv)
-		if err == nil && changed {
-			err = k.Set(key, v)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ConfigFiles returns sources for YAML files, merged in the given order.

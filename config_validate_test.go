@@ -414,3 +414,36 @@ consumer:
 		t.Fatalf("err:\n %v\nwant:\n %s", err, want)
 	}
 }
+
+// A dubbo-go config file runs as it is: its keys read in weft's, with the
+// placeholders of weft's files, and merged with weft's own files.
+func TestDubboGoConfigFile(t *testing.T) {
+	t.Setenv("WEFTTEST_ZK", "10.0.0.7:2181")
+	dir := t.TempDir()
+	dg := dir + "/dubbogo.yml"
+	if err := os.WriteFile(dg, []byte(`dubbo:
+  registries:
+    demoZK: {protocol: zookeeper, timeout: 3s, address: "${WEFTTEST_ZK}"}
+  consumer:
+    references:
+      GreetServiceImpl: {protocol: tri, interface: com.apache.dubbo.sample.Greeter, registry: demoZK, retries: 3, timeout: 3000}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	over := dir + "/weft.yaml"
+	if err := os.WriteFile(over, []byte("qos: {enable: false}\nconsumer: {references: {GreetServiceImpl: {check: false}}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := weft.LoadConfig(weft.ConfigFiles(dg, over)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Consumer.References["GreetServiceImpl"]
+	if got := cfg.Registries["demoZK"].Address; got != "zookeeper://10.0.0.7:2181?timeout=3000" {
+		t.Errorf("registry address %q", got)
+	}
+	if r.Interface != "com.apache.dubbo.sample.Greeter" || r.Protocol != "tri" || r.Timeout != 3000 || r.Retries == nil || *r.Retries != 3 ||
+		r.Check == nil || *r.Check || cfg.QoS.Enabled() {
+		t.Errorf("reference %+v, qos %v", r, cfg.QoS.Enabled())
+	}
+}

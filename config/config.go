@@ -243,13 +243,16 @@ type Service struct {
 
 // Consumer holds the defaults of every reference and the references.
 type Consumer struct {
-	Filter      string               `koanf:"filter"`
-	Timeout     int                  `koanf:"timeout" unit:"ms"`
-	Retries     *int                 `koanf:"retries"`
-	Cluster     string               `koanf:"cluster"`
-	LoadBalance string               `koanf:"loadbalance"`
-	Actives     int                  `koanf:"actives"`
-	References  map[string]Reference `koanf:"references"`
+	Filter      string `koanf:"filter"`
+	Timeout     int    `koanf:"timeout" unit:"ms"`
+	Retries     *int   `koanf:"retries"`
+	Cluster     string `koanf:"cluster"`
+	LoadBalance string `koanf:"loadbalance"`
+	Actives     int    `koanf:"actives"`
+	// Check is Dubbo's consumer `check`, the default of every reference's
+	// (Reference.Check).
+	Check      *bool                `koanf:"check"`
+	References map[string]Reference `koanf:"references"`
 }
 
 // Reference refers to one remote or in-process service.
@@ -271,6 +274,12 @@ type Reference struct {
 	Mock        string `koanf:"mock"`
 	Sticky      bool   `koanf:"sticky"`
 	Connections int    `koanf:"connections"`
+	// Check is Dubbo's `check`: true (the default, as in Dubbo) makes a
+	// reference without an available provider fail the App's start, after
+	// waiting up to 3 s for one to be listed (dubbo-go's wait), so that a
+	// missing dependency shows at deployment, not at the first call; false
+	// starts without one and finds providers as they come.
+	Check *bool `koanf:"check"`
 	// ProvidedBy names, comma-separated, the applications that provide
 	// the interface, instead of the registry's mapping (Dubbo's
 	// provided-by).

@@ -65,6 +65,21 @@ func validEnvName(n string) bool {
 	return true
 }
 
+// Prepare is what a YAML document goes through before weft reads it: its
+// placeholders resolved (ExpandValue, lookup giving the environment), then,
+// for a dubbo-go config, its keys put in weft's (FromDubboGoDoc).
+func Prepare(doc map[string]any, lookup func(string) (string, bool)) (map[string]any, error) {
+	v, _, err := ExpandValue("", doc, lookup)
+	if err != nil {
+		return nil, err
+	}
+	doc, _ = v.(map[string]any)
+	if out, ok, err := FromDubboGoDoc(doc); ok {
+		return out, err
+	}
+	return doc, nil
+}
+
 // ExpandValue is Expand on a decoded config value at key path at: a string,
 // or the strings of a list or block, at any depth (a router's rule in a
 // list of blocks). changed is false when nothing was replaced.
@@ -89,7 +104,11 @@ func ExpandValue(at string, v any, lookup func(string) (string, bool)) (any, boo
 	case map[string]any:
 		out, changed := make(map[string]any, len(x)), false
 		for k, e := range x {
-			ev, c, err := ExpandValue(at+"."+k, e, lookup)
+			path := k
+			if at != "" {
+				path = at + "." + k
+			}
+			ev, c, err := ExpandValue(path, e, lookup)
 			if err != nil {
 				return nil, false, err
 			}

@@ -268,7 +268,7 @@ func testMockForceAndFail(t *testing.T, proto string) {
 	for _, a := range apps {
 		a.Stop(context.Background())
 	}
-	onFail := consumerP(t, proto, addrs, `, retries: 0, methods: {who: {mock: "fail:return 'fallback'"}}`)
+	onFail := consumerP(t, proto, addrs, `, retries: 0, check: false, methods: {who: {mock: "fail:return 'fallback'"}}`)
 	if got, err := onFail.Who(context.Background(), "x"); err != nil || got != "fallback" {
 		t.Fatalf("fail mock with every provider down: %q %v", got, err)
 	}
@@ -286,7 +286,7 @@ func TestMockTrueCallsGoFallback(t *testing.T) {
 		weft.WithConfig(weft.ConfigYAML(`
 consumer:
   references:
-    node: {interface: org.weft.Node, url: "dubbo://`+addr+`", mock: "true", retries: 0}
+    node: {interface: org.weft.Node, url: "dubbo://`+addr+`", mock: "true", retries: 0, check: false}
 `)))
 	if err != nil {
 		t.Fatal(err)

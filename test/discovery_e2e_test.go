@@ -60,7 +60,7 @@ provider: {services: {vault: {interface: org.weft.Vault}}}
 				startApp(t, fmt.Sprintf(`
 application: {name: client-app, migration_step: %s}
 registries: {r: {address: %q}}
-consumer: {references: {vault: {interface: org.weft.Vault}}}
+consumer: {references: {vault: {interface: org.weft.Vault, check: false}}}
 `, step, reg), append(opts, weft.WithReference("vault", &c))...)
 				err := callWithin(&c, found, tc.found[step])
 				if tc.found[step] && err != nil {
@@ -129,7 +129,7 @@ registries: {r: {address: %q}}
 consumer:
   references:
     vault: {interface: org.weft.Vault, provided_by: vault-app}
-    wrong: {interface: org.weft.Vault, provided_by: nobody-app}
+    wrong: {interface: org.weft.Vault, provided_by: nobody-app, check: false}
 `, reg), append(opts, weft.WithReference("vault", &byName), weft.WithReference("wrong", &wrong))...)
 	if err := callWithin(&byName, found, true); err != nil {
 		t.Fatalf("provided_by vault-app: %v", err)
@@ -148,7 +148,7 @@ consumer:
 	startApp(t, fmt.Sprintf(`
 application: {name: late-app, migration_step: FORCE_APPLICATION}
 registries: {r: {address: %q}}
-consumer: {references: {vault: {interface: org.weft.Vault}}}
+consumer: {references: {vault: {interface: org.weft.Vault, check: false}}}
 `, reg), append(opts, weft.WithReference("vault", &fresh))...)
 	if err := callWithin(&fresh, time.Second, false); kernel.CodeOf(err) != kernel.CodeNoProvider {
 		t.Fatalf("after offline, a new consumer found the service: %v", err)

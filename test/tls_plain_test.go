@@ -46,7 +46,7 @@ func TestTLSServerNameAloneMeansTLS(t *testing.T) {
 tls: {tls-server-name: 127.0.0.1}
 consumer:
   references:
-    vault: {interface: org.weft.Vault, url: "%s://%s", retries: 0}
+    vault: {interface: org.weft.Vault, url: "%s://%s", retries: 0, check: false}
 `, proto, addrs[proto]), weft.WithReference("vault", &c))
 			_, err := c.Secret(context.Background(), "alice")
 			t.Logf("%s: %v", proto, err)

@@ -90,6 +90,7 @@ type service struct {
 type reference struct {
 	routers  []extension.Router
 	discover bool // providers come from the registries
+	check    bool // Dubbo's check: start only with a provider available
 	id       string
 	url      *kernel.URL   // consumer URL
 	targets  []*kernel.URL // providers to refer (merged with consumer params)
@@ -510,10 +511,15 @@ func (rt *Runtime) buildReference(cfg *config.Config, id string, rc config.Refer
 	set(params, kernel.KeyLoadBalance, firstString(rc.LoadBalance, cc.LoadBalance))
 	set(params, kernel.KeySerialization, rc.Serialization)
 	setInt(params, kernel.KeyActives, first(rc.Actives, cc.Actives))
+	check := DefaultCheck
+	if c := firstBool(rc.Check, cc.Check); c != nil {
+		check = *c
+	}
+	params[KeyCheck] = strconv.FormatBool(check)
 	setMethods(params, rc.Methods)
 	flatten(params, "", rc.Params)
 
-	r := &reference{id: id, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params)}
+	r := &reference{id: id, check: check, url: kernel.NewURL("consumer", "127.0.0.1", 0, rc.Interface, params)}
 	routers, err := rt.buildRouters(rc)
 	if err != nil {
 		return nil, err
@@ -653,8 +659,15 @@ func (rt *Runtime) router(u *kernel.URL) (extension.Router, error) {
 	return f.GetRouter(u)
 }
 
-func (rt *Runtime) start(ctx context.Context) error {
+func (rt *Runtime) start(ctx context.Context) (err error) {
 	began := time.Now()
+	defer func() {
+		if err != nil {
+			// fx stops only what started whole: undo what this start
+			// did (exports, registrations, references) before failing.
+			rt.stop(context.WithoutCancel(ctx))
+		}
+	}()
 	layer, err := registry.Open(rt.registryURLs, registry.Options{
 		Log: rt.log, Registries: rt.regs, Discoveries: rt.sds,
 		Events: registry.Events{Registered: rt.obs.Registered, Subscribed: rt.obs.Subscribed, Notified: rt.obs.Notified},
@@ -820,6 +833,14 @@ func (rt *Runtime) refer(ctx context.Context, r *reference) error {
 		}
 	}
 	r.invoker.Store(&iv)
+	if r.check && !waitAvailable(ctx, iv, CheckWait) {
+		where := "at " + strings.Join(targetAddrs(r.targets), ", ")
+		if rd != nil {
+			where = "in registries " + strings.Join(rt.layer.IDs(), ", ")
+		}
+		return kernel.Errorf(kernel.CodeNoProvider, "no provider of %s available %s after %v (check: true, Dubbo's default): start one, or set check: false on the reference (or consumer.check: false) to start without it",
+			r.url.ServiceKey(), where, CheckWait)
+	}
 	if rt.cc != nil {
 		// Dubbo Admin's rules from the config center, watched while
 		// the reference lives.
@@ -829,13 +850,40 @@ func (rt *Runtime) refer(ctx context.Context, r *reference) error {
 		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(),
 			"registries", strings.Join(rt.layer.IDs(), ","), "providers", len(rd.Invokers()))
 	} else {
-		addrs := make([]string, len(r.targets))
-		for i, t := range r.targets {
-			addrs[i] = t.Address()
-		}
-		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(), "providers", len(r.targets), "urls", strings.Join(addrs, ","))
+		rt.log.Info("weft: referred", "reference", r.id, "interface", r.url.Interface(), "providers", len(r.targets), "urls", strings.Join(targetAddrs(r.targets), ","))
 	}
 	return nil
+}
+
+// Dubbo's check. KeyCheck is its consumer URL parameter; CheckWait how long
+// a reference with check waits for a provider at start (dubbo-go's 3 s: a
+// registry lists providers a moment after the subscription).
+const (
+	KeyCheck     = "check"
+	DefaultCheck = true
+)
+
+// CheckWait is a variable for tests.
+var CheckWait = 3 * time.Second
+
+// waitAvailable waits up to d for iv to have an available provider.
+func waitAvailable(ctx context.Context, iv kernel.Invoker, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !iv.IsAvailable() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+func targetAddrs(ts []*kernel.URL) []string {
+	addrs := make([]string, len(ts))
+	for i, t := range ts {
+		addrs[i] = t.Address()
+	}
+	return addrs
 }
 
 // join builds r's invoker: its directory (static, or a RegistryDirectory rd
@@ -1035,4 +1083,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func firstBool(a, b *bool) *bool {
+	if a != nil {
+		return a
+	}
+	return b
 }

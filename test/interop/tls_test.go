@@ -156,7 +156,7 @@ func TestTLSWithDubboGo(t *testing.T) {
 				weft.WithConfig(weft.ConfigYAML(tlsYAML+fmt.Sprintf(`
 consumer:
   references:
-    echo: {interface: %s, url: "dubbo://%s", retries: 0, timeout: 3000}
+    echo: {interface: %s, url: "dubbo://%s", retries: 0, timeout: 3000, check: false}
 `, dubbogo.Interface, addr))), weft.WithReference("echo", stub))
 		}
 		startConsumer(weftPKI.yaml(), &mtls)
@@ -186,7 +186,7 @@ consumer:
 			weft.WithConfig(weft.ConfigYAML(weftPKI.yaml()+fmt.Sprintf(`
 consumer:
   references:
-    echo: {interface: %s, url: "dubbo://%s", retries: 0, timeout: 3000}
+    echo: {interface: %s, url: "dubbo://%s", retries: 0, timeout: 3000, check: false}
 `, dubbogo.Interface, addr))), weft.WithReference("echo", &c))
 		if _, err := c.Echo(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "not signed by the configured CA") {
 			t.Fatalf("want the wrong CA named, got %v", err)
