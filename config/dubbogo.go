@@ -334,19 +334,20 @@ func (t *dgTranslator) provider(at string, v any) {
 
 func (t *dgTranslator) service(at, id string, v any) {
 	p := "provider.services." + id + "."
-	t.block(at, v, map[string]func(string, any){
-		"interface":     t.copyTo(p + "interface"),
-		"version":       t.copyTo(p + "version"),
-		"group":         t.copyTo(p + "group"),
-		"serialization": t.copyTo(p + "serialization"),
-		"filter":        t.copyTo(p + "filter"),
-		"token":         t.copyTo(p + "token"),
-		"weight":        t.copyTo(p + "weight"),
-		"params":        t.copyTo(p + "params"),
-		"protocol-ids":  func(_ string, v any) { t.set(p+"protocol", strings.Join(dgIDs(v), ",")) },
-		"registry-ids":  t.registryIDs,
-		"methods":       t.methods(at, p),
-	})
+	keys := t.copies(p, "interface", "version", "group", "serialization", "filter", "token", "weight", "params")
+	keys["protocol-ids"] = func(_ string, v any) { t.set(p+"protocol", strings.Join(dgIDs(v), ",")) }
+	keys["registry-ids"] = t.registryIDs
+	keys["methods"] = t.methods(at, p)
+	t.block(at, v, keys)
+}
+
+// copies are the keys copied as they are to the same names under p.
+func (t *dgTranslator) copies(p string, names ...string) map[string]func(string, any) {
+	m := make(map[string]func(string, any), len(names)+4)
+	for _, n := range names {
+		m[n] = t.copyTo(p + n)
+	}
+	return m
 }
 
 func (t *dgTranslator) consumer(at string, v any) {
@@ -362,31 +363,20 @@ func (t *dgTranslator) consumer(at string, v any) {
 
 func (t *dgTranslator) reference(at, id string, v any) {
 	p := "consumer.references." + id + "."
-	t.block(at, v, map[string]func(string, any){
-		"interface":     t.copyTo(p + "interface"),
-		"version":       t.copyTo(p + "version"),
-		"group":         t.copyTo(p + "group"),
-		"url":           t.copyTo(p + "url"),
-		"check":         t.copyTo(p + "check"),
-		"cluster":       t.copyTo(p + "cluster"),
-		"loadbalance":   t.copyTo(p + "loadbalance"),
-		"retries":       t.copyTo(p + "retries"),
-		"timeout":       t.ms(p + "timeout"),
-		"serialization": t.copyTo(p + "serialization"),
-		"filter":        t.copyTo(p + "filter"),
-		"sticky":        t.copyTo(p + "sticky"),
-		"params":        t.copyTo(p + "params"),
-		"protocol": func(_ string, v any) {
-			name := fmt.Sprint(v)
-			if name == "triple" {
-				name = "tri"
-			}
-			t.set(p+"protocol", name)
-		},
-		"registry":     t.registryIDs,
-		"registry-ids": t.registryIDs,
-		"methods":      t.methods(at, p),
-	})
+	keys := t.copies(p, "interface", "version", "group", "url", "check", "cluster", "loadbalance", "retries",
+		"serialization", "filter", "sticky", "params")
+	keys["timeout"] = t.ms(p + "timeout")
+	keys["protocol"] = func(_ string, v any) {
+		name := fmt.Sprint(v)
+		if name == "triple" {
+			name = "tri"
+		}
+		t.set(p+"protocol", name)
+	}
+	keys["registry"] = t.registryIDs
+	keys["registry-ids"] = t.registryIDs
+	keys["methods"] = t.methods(at, p)
+	t.block(at, v, keys)
 }
 
 // methods reads dubbo-go's methods: a list of {name, ...} (or a block by
