@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,5 +84,59 @@ func testInvokeAttachmentsAndEcho(t *testing.T, proto string) {
 	errb.Reset()
 	if code := cli([]string{"invoke", "-a", "novalue", url, "greet", `["Ana"]`}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want key=value") {
 		t.Fatalf("bad -a: code %d, stderr %q", code, errb.String())
+	}
+}
+
+// weft invoke through a reference: an interface through a registry, and a
+// reference of config files with its own cluster settings; a reference
+// with no provider fails as the App's check says.
+func TestInvokeThroughReference(t *testing.T) {
+	dir := t.TempDir()
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		weft.WithService("greeter", langGreeter{}),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+application: {name: greeter-app}
+qos: {enable: false}
+registries: {local: {address: "embedded://%s"}}
+protocols: {dubbo: {port: 0}}
+provider: {services: {greeter: {interface: org.weft.Greeter, version: "2.0"}}}
+`, dir))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+
+	var out, errb bytes.Buffer
+	if code := cli([]string{"invoke", "-version", "2.0", "-a", "lang=de", "embedded://" + dir, "org.weft.Greeter", "greet", `["Ana"]`}, &out, &errb); code != 0 ||
+		strings.TrimSpace(out.String()) != `"de:Ana"` {
+		t.Fatalf("through the registry: code %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+
+	cfg := filepath.Join(t.TempDir(), "consumer.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+registries: {local: {address: "embedded://%s"}}
+consumer:
+  references:
+    g: {interface: org.weft.Greeter, version: "2.0", cluster: failfast, loadbalance: roundrobin}
+    missing: {interface: org.weft.Nobody}
+`, dir)), 0o644)
+	out.Reset()
+	errb.Reset()
+	if code := cli([]string{"invoke", "-c", cfg, "-a", "lang=it", "g", "greet", `["Bo"]`}, &out, &errb); code != 0 ||
+		strings.TrimSpace(out.String()) != `"it:Bo"` {
+		t.Fatalf("through -c: code %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	errb.Reset()
+	if code := cli([]string{"invoke", "-c", cfg, "nope", "greet", `["Bo"]`}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), `the config has no reference "nope" (references: g, missing)`) {
+		t.Fatalf("unknown reference: code %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := cli([]string{"invoke", "embedded://" + dir, "org.weft.Nobody", "greet", `["Bo"]`}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "no provider of org.weft.Nobody available in registries r") {
+		t.Fatalf("no provider: code %d, stderr %q", code, errb.String())
 	}
 }
