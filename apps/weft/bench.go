@@ -23,6 +23,7 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/protocol/dubbo"
 	"github.com/weftrpc/weft/plugins/protocol/triple"
+	"github.com/weftrpc/weft/proxy"
 )
 
 // histogram records durations in log-linear buckets: 64 per power of two,
@@ -117,12 +118,34 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the result as one JSON line")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	traceOut := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace)")
+	group := fs.String("group", "", "service group")
+	version := fs.String("version", "", "service version")
+	jsonArgs := fs.String("args", "", "call -method generically with these JSON arguments ('[5]'; types inferred, or -types) instead of an echo; the answers are not compared")
+	types := fs.String("types", "", "with -args: comma-separated Java parameter types")
+	var cfgFiles files
+	fs.Var(&cfgFiles, "config", "consumer config file (repeatable): load the reference named by the argument, through its cluster, load balancer, routers and filters")
+	attachments := map[string]any{}
+	fs.Func("a", "an attachment `key=value` sent with every call (repeatable)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", kv)
+		}
+		attachments[k] = v
+		return nil
+	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: weft bench [flags] [dubbo|tri://HOST:PORT/INTERFACE]   (default dubbo://127.0.0.1:20880/org.weft.bench.EchoService)")
+		fmt.Fprintln(stderr, `usage: weft bench [flags] [dubbo|tri://HOST:PORT/INTERFACE]   (default dubbo://127.0.0.1:20880/org.weft.bench.EchoService)
+       weft bench [flags] embedded|zookeeper|nacos://REGISTRY INTERFACE
+       weft bench [flags] -config consumer.yaml [-config ...] REFERENCE`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if len(cfgFiles) > 0 || fs.NArg() > 0 && registryScheme(fs.Arg(0)) {
+		return benchReference(fs, cfgFiles, benchOpts{conc: *conc, warm: *warm, dur: *dur, size: *size, method: *method,
+			timeout: *timeout, asJSON: *asJSON, group: *group, version: *version, jsonArgs: *jsonArgs, types: *types,
+			attachments: attachments}, stdout, stderr)
 	}
 	target := "dubbo://127.0.0.1:20880/org.weft.bench.EchoService"
 	if fs.NArg() > 0 {
@@ -138,6 +161,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		dubbo.KeyConnections: fmt.Sprint(*conns),
 		kernel.KeyTimeout:    fmt.Sprint(timeout.Milliseconds()),
 	})
+	if *group != "" {
+		u = u.WithParam(kernel.KeyGroup, *group)
+	}
+	if *version != "" {
+		u = u.WithParam(kernel.KeyVersion, *version)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var p extension.Protocol = dubbo.New(log)
 	call := callString
@@ -153,6 +182,11 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	}
 	if *method == "" {
 		*method = "echo"
+	}
+	if c, ok := customCall(*jsonArgs, *types, attachments, call, stderr); !ok {
+		return 2
+	} else {
+		call = c
 	}
 	defer p.Destroy()
 	iv, err := p.Refer(context.Background(), u)
@@ -198,6 +232,115 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		printHistogram(stdout, hist)
 	}
 	return 0
+}
+
+// benchOpts are bench's flags that the reference forms use.
+type benchOpts struct {
+	conc                   int
+	warm, dur, timeout     time.Duration
+	size                   int
+	method, group, version string
+	jsonArgs, types        string
+	asJSON                 bool
+	attachments            map[string]any
+}
+
+// benchReference is weft bench through a reference: an interface through a
+// registry, or a reference of config files (-config), called as an App
+// calls it (its cluster, load balancer, routers, consumer filters).
+func benchReference(fs *flag.FlagSet, cfgFiles files, o benchOpts, stdout, stderr io.Writer) int {
+	var target invokeTarget
+	switch {
+	case len(cfgFiles) > 0 && fs.NArg() == 1:
+		target = invokeTarget{files: cfgFiles, ref: fs.Arg(0)}
+	case len(cfgFiles) == 0 && fs.NArg() == 2:
+		target = invokeTarget{registry: fs.Arg(0), iface: fs.Arg(1)}
+	default:
+		fs.Usage()
+		return 2
+	}
+	call, ok := customCall(o.jsonArgs, o.types, o.attachments, callString, stderr)
+	if !ok {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	ctx, cancel := context.WithTimeout(context.Background(), refStartWait)
+	defer cancel()
+	iv, closeFn, code := target.invoker(ctx, log, o.group, o.version, o.timeout, stderr)
+	if iv == nil {
+		return code
+	}
+	defer closeFn()
+	method := o.method
+	if method == "" {
+		method = "echo"
+	}
+	payload := strings.Repeat("x", o.size)
+	if _, err := call(iv, method, payload); err != nil {
+		fmt.Fprintln(stderr, "weft bench: first call failed:", err)
+		return 1
+	}
+	res, hist := runBench(iv, call, method, payload, o.conc, o.warm, o.dur, progressWriter(stderr))
+	res.System, res.Size, res.Connections = "weft", o.size, 0
+	name := target.ref
+	if name == "" {
+		name = target.registry + " " + target.iface
+	}
+	if o.asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintf(stdout, "weft bench %s c=%d size=%d: %.0f qps, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p999 %.3f ms, %d calls, %d errors, client CPU %.0f%%\n",
+			name, o.conc, o.size, res.QPS, res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms, res.Calls, res.Errors, res.ClientCPUPercent)
+		printHistogram(stdout, hist)
+	}
+	return 0
+}
+
+// customCall is the call the flags ask for: the echo (def) as it is, with
+// attachments, or a generic call of the method with JSON arguments (-args).
+// false when -args is not a JSON array.
+func customCall(jsonArgs, types string, attachments map[string]any, def func(kernel.Invoker, string, string) (any, error), stderr io.Writer) (func(kernel.Invoker, string, string) (any, error), bool) {
+	if jsonArgs == "" {
+		if len(attachments) == 0 {
+			return def, true // the measured echo path, as lean as it was
+		}
+		return func(iv kernel.Invoker, method, payload string) (any, error) {
+			inv := kernel.NewInvocation(method, payload)
+			inv.ParamTypes = "Ljava/lang/String;"
+			for k, v := range attachments {
+				inv.SetAttachment(k, v)
+			}
+			res, err := iv.Invoke(context.Background(), inv)
+			if err == nil && res.Value != payload {
+				err = fmt.Errorf("echo returned %d bytes, sent %d", len(fmt.Sprint(res.Value)), len(payload))
+			}
+			return res.Value, err
+		}, true
+	}
+	var callArgs []any
+	d := json.NewDecoder(strings.NewReader(jsonArgs))
+	d.UseNumber()
+	if err := d.Decode(&callArgs); err != nil {
+		fmt.Fprintf(stderr, "weft bench: -args must be a JSON array: %v\n", err)
+		return nil, false
+	}
+	var typeList []string
+	for i := range callArgs {
+		callArgs[i] = fromJSON(callArgs[i])
+		typeList = append(typeList, javaType(callArgs[i]))
+	}
+	if types != "" {
+		typeList = strings.Split(types, ",")
+	}
+	return func(iv kernel.Invoker, method, _ string) (any, error) {
+		inv := proxy.GenericInvocation(method, typeList, callArgs)
+		for k, v := range attachments {
+			inv.SetAttachment(k, v)
+		}
+		res, err := iv.Invoke(context.Background(), inv)
+		return res.Value, err
+	}, true
 }
 
 // call makes one echo call. The URL's `timeout` bounds it, as a client-level

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,5 +88,53 @@ provider: {services: {echo: {interface: org.weft.bench.EchoService}}}
 	}
 	if sum != res.Calls {
 		t.Fatalf("histogram rows add to %d, %d calls were made:\n%s", sum, res.Calls, out.String())
+	}
+}
+
+// weft bench through a reference (a registry and an interface, or
+// -config and a reference id), with attachments, a version and any method
+// with JSON arguments.
+func TestBenchThroughReference(t *testing.T) {
+	dir := t.TempDir()
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		weft.WithService("greeter", langGreeter{}), weft.WithService("echo", &echoservice.Service{}),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+qos: {enable: false}
+registries: {local: {address: "embedded://%s"}}
+protocols: {dubbo: {port: 0}}
+provider:
+  services:
+    greeter: {interface: org.weft.Greeter, version: "2.0"}
+    echo: {interface: org.weft.bench.EchoService}
+`, dir))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	cfg := dir + "/consumer.yaml"
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("registries: {local: {address: \"embedded://%s\"}}\nconsumer: {references: {e: {interface: org.weft.bench.EchoService, loadbalance: roundrobin}}}\n", dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-version", "2.0", "-a", "lang=fr", "-method", "greet", "-args", `["Ana"]`, "embedded://" + dir, "org.weft.Greeter"},
+		{"-config", cfg, "-a", "k=v", "-size", "64", "e"},
+	} {
+		var out, errb bytes.Buffer
+		full := append([]string{"bench", "-json", "-c", "2", "-d", "200ms", "-warmup", "50ms"}, args...)
+		if code := cli(full, &out, &errb); code != 0 {
+			t.Fatalf("%v: code %d, stderr %q", args, code, errb.String())
+		}
+		var res BenchResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Calls == 0 || res.Errors != 0 {
+			t.Fatalf("%v: %+v %v (stdout %q)", args, res, err, out.String())
+		}
+	}
+	var errb bytes.Buffer
+	if code := cli([]string{"bench", "-args", "{", "embedded://" + dir, "org.weft.Greeter"}, io.Discard, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "-args must be a JSON array") {
+		t.Fatalf("bad -args: code %d, stderr %q", code, errb.String())
 	}
 }
