@@ -146,3 +146,56 @@ provider:
 		t.Errorf("ls after online: %s", body)
 	}
 }
+
+// QoS invoke calls a service of the App through its filters (generic call,
+// JSON arguments, the result as JSON); ls shows each service's and
+// reference's filter chain in the order a call meets it.
+func TestQoSInvokeAndFilterChains(t *testing.T) {
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithService("greeter", greeter{}),
+		weft.WithConfig(weft.ConfigYAML(`
+qos: {port: 0}
+protocols: {injvm: {name: injvm}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, version: "1.0", executes: 5, filter: "-echo"}
+consumer:
+  references:
+    g: {interface: org.example.Greeter, version: "1.0", protocol: injvm, actives: 3}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + app.QoSAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{`/invoke?org.example.Greeter.sayHello(%22Bo%22)`, 200, `result: "hello Bo"`},
+		{`/invoke?greeter.sayHello(%22%22)`, 500, "empty name"},
+		{`/invoke?greeter.sayHello(oops)`, 500, "arguments: invalid character"},
+		{`/invoke?nobody.sayHello()`, 404, `no service matches "nobody"`},
+		{`/ls`, 200, "metrics > context > exception > executelimit > timeout"},
+		{`/ls`, 200, "metrics > consumercontext > activelimit"},
+	} {
+		if code, body := get(c.path); code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("%s: %d %q, want %d with %q", c.path, code, body, c.code, c.body)
+		}
+	}
+	if _, body := get("/ls"); strings.Contains(body, "echo >") {
+		t.Errorf("ls shows echo, which the service's filter list removes:\n%s", body)
+	}
+}

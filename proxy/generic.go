@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
+	"strings"
 	"unsafe"
 
 	"github.com/weftrpc/weft/kernel"
@@ -157,4 +159,42 @@ func (l *lister) first(p unsafe.Pointer) bool {
 	}
 	l.seen[p] = true
 	return true
+}
+
+// JSONArgs reads a generic call's arguments from a JSON array, as a tool
+// that takes them from a person sends them (weft invoke and bench, QoS
+// invoke): whole numbers as int64, others as float64, objects as maps (a
+// POJO's Java class under "class"); the provider's generic filter turns them
+// into the method's types.
+func JSONArgs(s string) ([]any, error) {
+	var args []any
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	if err := d.Decode(&args); err != nil {
+		return nil, err
+	}
+	for i := range args {
+		args[i] = jsonNumbers(args[i])
+	}
+	return args, nil
+}
+
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = jsonNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = jsonNumbers(x[k])
+		}
+	}
+	return v
 }

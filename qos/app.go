@@ -2,8 +2,8 @@
 // (22222 by default) that answers both telnet (line commands at Dubbo's
 // prompt `dubbo>`) and HTTP (`GET /ls`, `GET /ready`, ...), told apart by the
 // first bytes a client sends. Its commands are Dubbo's: help, ls, ps,
-// online, offline, ready, live, startup and quit; `/metrics` serves the
-// handler the App supplies.
+// online, offline, ready, live, startup, invoke and quit; `/metrics` serves
+// the handler the App supplies.
 //
 // The package knows nothing of fx, koanf or the App's internals: the App
 // hands it an App, the few questions and actions the commands need.
@@ -40,6 +40,11 @@ type App interface {
 	Live() (bool, string)
 	// Started says whether the App's start has finished.
 	Started() (bool, string)
+	// Invoke calls method of the service that target names (its id,
+	// interface or service key) in this App, as a generic call through
+	// the service's filter chain, with the arguments of argsJSON (a JSON
+	// array), and returns the result as JSON: Dubbo's QoS invoke.
+	Invoke(ctx context.Context, target, method, argsJSON string) (string, error)
 }
 
 // ErrNotFound is wrapped by App.Online and App.Offline when no service
@@ -56,6 +61,9 @@ type Service struct {
 	// Registries says, per registry id, whether the service is registered
 	// there now (false after offline).
 	Registries []Registration
+	// Filters is the service's effective filter chain, in the order a
+	// call meets it ("name (wasm)" for a WASM filter).
+	Filters []string
 }
 
 // Registration is a service's state in one registry.
@@ -73,6 +81,9 @@ type Reference struct {
 	Discover bool
 	// Providers are the addresses of the providers the reference knows now.
 	Providers []string
+	// Filters is the reference's effective consumer filter chain, in the
+	// order a call meets it.
+	Filters []string
 }
 
 // Port is one listening port as ps shows it.

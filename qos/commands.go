@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // result is a command's answer: its text, the HTTP status it maps to, and
@@ -22,21 +24,30 @@ func ok(text string) result { return result{status: http.StatusOK, text: text} }
 type command struct {
 	name, args, help string
 	run              func(ctx context.Context, s *Server, args []string) result
+	// private: only a client on the App's machine may run it (Dubbo 3's
+	// PRIVATE permission level, which anonymous foreign clients lack), as
+	// it calls the App's business code.
+	private bool
+	// line: over telnet the command takes the rest of its line as one
+	// argument, its spaces kept (JSON strings hold them).
+	line bool
 }
 
 // builtinCommands are Dubbo's QoS commands that weft has, in help's order.
 // (A function, not a package variable: help refers to the list.)
 func builtinCommands() []command {
 	return []command{
-		{"help", "[command]", "list the commands, or explain one", cmdHelp},
-		{"ls", "", "list the services (with their addresses and registries) and the references (with their providers)", cmdLs},
-		{"ps", "", "list the ports this App listens on", cmdPs},
-		{"online", "[service]", "register the service again in every registry (all services without an argument)", cmdOnline},
-		{"offline", "[service]", "unregister the service from every registry without stopping it: consumers stop choosing this App, calls in flight finish (all services without an argument)", cmdOffline},
-		{"ready", "", "readiness probe: true once started with a service online, false from the first moment of a graceful stop (HTTP 200/503)", probe(App.Ready)},
-		{"live", "", "liveness probe: true while the App runs (HTTP 200/503)", probe(App.Live)},
-		{"startup", "", "startup probe: true once the App's start has finished (HTTP 200/503)", probe(App.Started)},
-		{"quit", "", "end the telnet session", func(context.Context, *Server, []string) result {
+		{name: "help", args: "[command]", help: "list the commands, or explain one", run: cmdHelp},
+		{name: "ls", args: "", help: "list the services (with their addresses and registries) and the references (with their providers)", run: cmdLs},
+		{name: "ps", args: "", help: "list the ports this App listens on", run: cmdPs},
+		{name: "online", args: "[service]", help: "register the service again in every registry (all services without an argument)", run: cmdOnline},
+		{name: "offline", args: "[service]", help: "unregister the service from every registry without stopping it: consumers stop choosing this App, calls in flight finish (all services without an argument)", run: cmdOffline},
+		{name: "ready", args: "", help: "readiness probe: true once started with a service online, false from the first moment of a graceful stop (HTTP 200/503)", run: probe(App.Ready)},
+		{name: "live", args: "", help: "liveness probe: true while the App runs (HTTP 200/503)", run: probe(App.Live)},
+		{name: "startup", args: "", help: "startup probe: true once the App's start has finished (HTTP 200/503)", run: probe(App.Started)},
+		{name: "invoke", args: "SERVICE.METHOD(JSON ARGS)", private: true, line: true, run: cmdInvoke,
+			help: `call a method of one of this App's services, as a generic call through its filters, and print the result as JSON: invoke org.example.Greeter.sayHello("world") (the service by id, interface or service key; from the App's machine only)`},
+		{name: "quit", help: "end the telnet session", run: func(context.Context, *Server, []string) result {
 			return result{status: http.StatusBadRequest, text: "BYE!", quit: true}
 		}},
 	}
@@ -53,7 +64,7 @@ func (s *Server) lookup(name string) (command, bool) {
 
 // run runs one command line (name and args) for a telnet session or an HTTP
 // request, bounded by the command timeout and the server's life.
-func (s *Server) run(name string, args []string, telnet bool) result {
+func (s *Server) run(name string, args []string, telnet, local bool) result {
 	if name == "exit" && telnet {
 		name = "quit"
 	}
@@ -64,6 +75,9 @@ func (s *Server) run(name string, args []string, telnet bool) result {
 	}
 	if c.name == "quit" && !telnet {
 		return result{status: http.StatusBadRequest, text: "quit ends a telnet session; HTTP requests need none"}
+	}
+	if c.private && !local {
+		return result{status: http.StatusForbidden, text: fmt.Sprintf("%s runs the App's code: run it from the App's machine (127.0.0.1), not from another host", name)}
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CommandTimeout)
 	defer cancel()
@@ -104,10 +118,18 @@ func cmdHelp(_ context.Context, s *Server, args []string) result {
 // with hundreds of providers would make a table no one can read.
 const maxListed = 10
 
+// chain shows a filter chain in the order a call meets it.
+func chain(filters []string) string {
+	if len(filters) == 0 {
+		return "-"
+	}
+	return strings.Join(filters, " > ")
+}
+
 func cmdLs(_ context.Context, s *Server, _ []string) result {
 	var b strings.Builder
 	b.WriteString("As Provider side:\n")
-	rows := [][]string{{"ID", "Provider Service Name", "Address", "PUB"}}
+	rows := [][]string{{"ID", "Provider Service Name", "Address", "PUB", "Filters"}}
 	for _, sv := range s.cfg.App.Services() {
 		var pub []string
 		for _, r := range sv.Registries {
@@ -116,11 +138,11 @@ func cmdLs(_ context.Context, s *Server, _ []string) result {
 		if len(pub) == 0 {
 			pub = []string{"-"}
 		}
-		rows = append(rows, []string{sv.ID, sv.Key, strings.Join(sv.Exports, ", "), strings.Join(pub, "/")})
+		rows = append(rows, []string{sv.ID, sv.Key, strings.Join(sv.Exports, ", "), strings.Join(pub, "/"), chain(sv.Filters)})
 	}
 	b.WriteString(table(rows))
 	b.WriteString("As Consumer side:\n")
-	rows = [][]string{{"ID", "Consumer Service Name", "NUM", "Providers"}}
+	rows = [][]string{{"ID", "Consumer Service Name", "NUM", "Providers", "Filters"}}
 	for _, r := range s.cfg.App.References() {
 		list := r.Providers
 		if len(list) > maxListed {
@@ -130,10 +152,45 @@ func cmdLs(_ context.Context, s *Server, _ []string) result {
 		if r.Discover {
 			from = "registry"
 		}
-		rows = append(rows, []string{r.ID, r.Key, fmt.Sprintf("%d (%s)", len(r.Providers), from), strings.Join(list, ", ")})
+		rows = append(rows, []string{r.ID, r.Key, fmt.Sprintf("%d (%s)", len(r.Providers), from), strings.Join(list, ", "), chain(r.Filters)})
 	}
 	b.WriteString(table(rows))
 	return ok(b.String())
+}
+
+// cmdInvoke is Dubbo's QoS invoke: SERVICE.METHOD(JSON ARGS), the
+// arguments a JSON array without its brackets (telnet splits the line at
+// spaces for other commands, not for this one).
+func cmdInvoke(ctx context.Context, s *Server, args []string) result {
+	line := strings.TrimSpace(strings.Join(args, " "))
+	open := strings.IndexByte(line, '(')
+	if open < 0 || !strings.HasSuffix(line, ")") {
+		return result{status: http.StatusBadRequest, text: `usage: invoke SERVICE.METHOD(JSON ARGS), e.g. invoke org.example.Greeter.sayHello("world")`}
+	}
+	target, argsJSON := line[:open], "["+line[open+1:len(line)-1]+"]"
+	dot := strings.LastIndexByte(target, '.')
+	if dot <= 0 || dot == len(target)-1 {
+		return result{status: http.StatusBadRequest, text: fmt.Sprintf("%q: want SERVICE.METHOD, the service by id, interface or service key", target)}
+	}
+	began := time.Now()
+	out, err := s.cfg.App.Invoke(ctx, target[:dot], target[dot+1:], argsJSON)
+	if errors.Is(err, ErrNotFound) {
+		return result{status: http.StatusNotFound, text: err.Error()}
+	}
+	if err != nil {
+		return result{status: http.StatusInternalServerError, text: err.Error()}
+	}
+	return ok(fmt.Sprintf("result: %s\nelapsed: %d ms.", out, time.Since(began).Milliseconds()))
+}
+
+// isLoopback says whether a client's address is on this machine.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func cmdPs(_ context.Context, s *Server, _ []string) result {
@@ -261,7 +318,7 @@ func (s *Server) httpHandler() http.Handler {
 			http.Error(w, fmt.Sprintf("bad query %q: %v; pass arguments as /%s?service=NAME", r.URL.RawQuery, err, name), http.StatusBadRequest)
 			return
 		}
-		res := s.run(name, args, false)
+		res := s.run(name, args, false, isLoopback(r.RemoteAddr))
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(res.status)
 		if !strings.HasSuffix(res.text, "\n") {

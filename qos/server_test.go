@@ -58,6 +58,16 @@ func (f *fakeApp) Ready() (bool, string) {
 func (f *fakeApp) Live() (bool, string)    { return true, "" }
 func (f *fakeApp) Started() (bool, string) { return f.Ready() }
 
+func (f *fakeApp) Invoke(_ context.Context, target, method, args string) (string, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, "invoke "+target+" "+method+" "+args)
+	f.mu.Unlock()
+	if target != "greeter" {
+		return "", fmt.Errorf("%w: %s", ErrNotFound, target)
+	}
+	return `"hello"`, nil
+}
+
 func start(t *testing.T, cfg Config) (*Server, *fakeApp) {
 	t.Helper()
 	opt := goleak.IgnoreCurrent()
@@ -366,5 +376,42 @@ func TestQueryArgs(t *testing.T) {
 	}
 	if _, err := queryArgs("service=%zz"); err == nil {
 		t.Fatal("bad escape accepted")
+	}
+}
+
+// invoke, Dubbo's: SERVICE.METHOD(JSON ARGS) over telnet (the rest of the
+// line, its spaces kept) and HTTP; a usage error, an unknown service
+// (404), and only from the App's machine.
+func TestQoSInvoke(t *testing.T) {
+	srv, app := start(t, Config{})
+	s := dialTelnet(t, srv.Addr())
+	s.until(Prompt)
+	s.send(`invoke greeter.sayHello("a  b", 2)` + "\r\n")
+	if got := s.until(Prompt); !strings.Contains(got, `result: "hello"`) || !strings.Contains(got, "elapsed: ") {
+		t.Fatalf("telnet invoke: %q", got)
+	}
+	base := "http://" + srv.Addr()
+	if code, body := get(t, base+`/invoke?greeter.sayHello(%22x%22)`); code != 200 || !strings.HasPrefix(body, `result: "hello"`) {
+		t.Errorf("HTTP invoke: %d %q", code, body)
+	}
+	if code, body := get(t, base+`/invoke?nobody.sayHello()`); code != 404 || !strings.Contains(body, "nobody") {
+		t.Errorf("unknown service: %d %q", code, body)
+	}
+	if code, body := get(t, base+`/invoke?sayHello`); code != 400 || !strings.Contains(body, "usage: invoke SERVICE.METHOD(JSON ARGS)") {
+		t.Errorf("usage: %d %q", code, body)
+	}
+	app.mu.Lock()
+	calls := strings.Join(app.calls, "|")
+	app.mu.Unlock()
+	if !strings.Contains(calls, `invoke greeter sayHello ["a  b", 2]`) || !strings.Contains(calls, `invoke greeter sayHello ["x"]`) {
+		t.Errorf("calls %q", calls)
+	}
+	if r := srv.run("invoke", []string{`greeter.sayHello()`}, false, false); r.status != 403 || !strings.Contains(r.text, "from the App's machine") {
+		t.Errorf("from another host: %d %q", r.status, r.text)
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:5": true, "[::1]:5": true, "10.1.2.3:5": false, "bogus": false} {
+		if isLoopback(addr) != want {
+			t.Errorf("isLoopback(%q) != %v", addr, want)
+		}
 	}
 }

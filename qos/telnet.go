@@ -71,7 +71,11 @@ func (s *Server) telnet(c net.Conn, br *bufio.Reader, greet bool) {
 			}
 			continue
 		}
-		res := s.run(fields[0], fields[1:], true)
+		args := fields[1:]
+		if cmd, ok := s.lookup(fields[0]); ok && cmd.line {
+			args = []string{strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(text), fields[0]))}
+		}
+		res := s.run(fields[0], args, true, isLoopback(c.RemoteAddr().String()))
 		out := strings.ReplaceAll(strings.TrimRight(res.text, "\n"), "\n", "\r\n") + "\r\n"
 		if res.quit {
 			s.write(c, out)

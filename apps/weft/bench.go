@@ -318,17 +318,14 @@ func customCall(jsonArgs, types string, attachments map[string]any, def func(ker
 			return res.Value, err
 		}, true
 	}
-	var callArgs []any
-	d := json.NewDecoder(strings.NewReader(jsonArgs))
-	d.UseNumber()
-	if err := d.Decode(&callArgs); err != nil {
+	callArgs, err := proxy.JSONArgs(jsonArgs)
+	if err != nil {
 		fmt.Fprintf(stderr, "weft bench: -args must be a JSON array: %v\n", err)
 		return nil, false
 	}
 	var typeList []string
-	for i := range callArgs {
-		callArgs[i] = fromJSON(callArgs[i])
-		typeList = append(typeList, javaType(callArgs[i]))
+	for _, a := range callArgs {
+		typeList = append(typeList, javaType(a))
 	}
 	if types != "" {
 		typeList = strings.Split(types, ",")

@@ -92,15 +92,11 @@ The result is printed as JSON on stdout; attachments the provider sent back, on 
 	method := pos[0]
 	var callArgs []any
 	if len(pos) == 2 {
-		d := json.NewDecoder(strings.NewReader(pos[1]))
-		d.UseNumber()
-		if err := d.Decode(&callArgs); err != nil {
+		var err error
+		if callArgs, err = proxy.JSONArgs(pos[1]); err != nil {
 			fmt.Fprintf(stderr, "weft invoke: arguments must be a JSON array: %v\n", err)
 			return 2
 		}
-	}
-	for i := range callArgs {
-		callArgs[i] = fromJSON(callArgs[i])
 	}
 	var typeList []string
 	if *types != "" {
@@ -284,28 +280,6 @@ func directInvoker(ctx context.Context, log *slog.Logger, raw, group, version st
 // printLimits: a result prints whole up to 64 MiB of text and a million
 // values.
 var printLimits = view.Limits{MaxDepth: 1000, MaxNodes: 1 << 20, MaxBytes: 64 << 20}
-
-func fromJSON(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = fromJSON(x[i])
-		}
-		return x
-	case map[string]any:
-		for k := range x {
-			x[k] = fromJSON(x[k])
-		}
-		return x
-	}
-	return v
-}
 
 // javaType infers the Java parameter type of a JSON argument.
 func javaType(v any) string {

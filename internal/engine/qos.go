@@ -2,12 +2,18 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/proxy"
 	"github.com/weftrpc/weft/qos"
 	"github.com/weftrpc/weft/registry"
 )
@@ -35,7 +41,7 @@ func (q qosApp) Services() []qos.Service {
 	rt.regMu.Unlock()
 	out := make([]qos.Service, 0, len(rt.services))
 	for _, s := range rt.services {
-		sv := qos.Service{ID: s.id, Key: s.urls[0].ServiceKey()}
+		sv := qos.Service{ID: s.id, Key: s.urls[0].ServiceKey(), Filters: q.serviceFilters(s)}
 		for _, e := range exported {
 			if e.service == s.id {
 				sv.Exports = append(sv.Exports, e.url.Protocol+"://"+e.url.Address())
@@ -64,7 +70,8 @@ func (q qosApp) References() []qos.Reference {
 	out := make([]qos.Reference, 0, len(rt.refIDs))
 	for _, id := range rt.refIDs {
 		r := rt.refs[id]
-		ref := qos.Reference{ID: id, Key: r.url.ServiceKey(), Discover: r.discover}
+		ref := qos.Reference{ID: id, Key: r.url.ServiceKey(), Discover: r.discover,
+			Filters: q.filterNames(r.url, kernel.KeyReferenceFilter, kernel.GroupConsumer)}
 		// r.dir is set by refer while the App starts; started (stored after
 		// every refer) orders that before this read.
 		if !rt.life.started.Load() {
@@ -205,3 +212,65 @@ func (q qosApp) Started() (bool, string) {
 	}
 	return false, "starting: exporting, registering and referring"
 }
+
+// serviceFilters is s's provider chain from the config in effect (a config
+// center may have changed its filter list).
+func (q qosApp) serviceFilters(s *service) []string {
+	cfg := q.rt.Config()
+	list := joinList(cfg.Provider.Filter, cfg.Provider.Services[s.id].Filter)
+	return q.filterNames(s.urls[0].WithParam(kernel.KeyServiceFilter, list), kernel.KeyServiceFilter, kernel.GroupProvider)
+}
+
+// filterNames is the chain a filter list activates on u, in the order a
+// call meets it, a WASM filter marked so.
+func (q qosApp) filterNames(u *kernel.URL, key, group string) []string {
+	names, err := q.rt.filters.ActivateNames(u, key, group)
+	if err != nil {
+		return []string{"(" + err.Error() + ")"}
+	}
+	for i, n := range names {
+		if _, ok := q.rt.wasm[n]; ok {
+			names[i] = n + " (wasm)"
+		}
+	}
+	return names
+}
+
+// Invoke is QoS invoke: a generic call of one service of this App, through
+// its filters, its result as bounded JSON.
+func (q qosApp) Invoke(ctx context.Context, target, method, argsJSON string) (string, error) {
+	ids, err := q.match(target)
+	if err != nil {
+		return "", err
+	}
+	if len(ids) != 1 {
+		return "", fmt.Errorf("%q names %d services (%s): name one by its id or service key", target, len(ids), strings.Join(slices.Sorted(maps.Keys(ids)), ", "))
+	}
+	var id string
+	for id = range ids {
+	}
+	q.rt.regMu.Lock()
+	chain := q.rt.callable[id]
+	q.rt.regMu.Unlock()
+	if chain == nil {
+		return "", fmt.Errorf("%w: service %s is not exported yet", qos.ErrNotFound, id)
+	}
+	args, err := proxy.JSONArgs(argsJSON)
+	if err != nil {
+		return "", fmt.Errorf("arguments: %v (want JSON values separated by commas: \"x\", 1, {\"k\": 2})", err)
+	}
+	res, err := chain.Invoke(ctx, proxy.GenericInvocation(method, nil, args))
+	if err != nil {
+		return "", err
+	}
+	// The result is the App's own, but may be large or cyclic: one bounded
+	// walk (view) makes it JSON.
+	out, err := json.Marshal(view.JSONWith(res.Value, qosLimits))
+	if err != nil {
+		return "", fmt.Errorf("result %T is not printable as JSON: %v", res.Value, err)
+	}
+	return string(out), nil
+}
+
+// qosLimits bound what invoke prints.
+var qosLimits = view.Limits{MaxDepth: 100, MaxNodes: 100_000, MaxBytes: 4 << 20}

@@ -50,8 +50,11 @@ type Runtime struct {
 	layer *registry.Layer
 	// metaURL is where the App's MetadataService answers, once exported.
 	metaURL atomic.Pointer[kernel.URL]
-	// exported is each export's published URL (ls, ps), guarded by regMu.
+	// exported is each export's published URL (ls, ps), guarded by regMu;
+	// callable each service's chain as its exporter calls it (generic
+	// calls resolved first), QoS invoke's way in, by service id.
 	exported []exportedURL
+	callable map[string]kernel.Invoker
 	regMu    sync.Mutex
 	// life is the App's life as QoS's probes see it (qos_app.go).
 	life lifeState
@@ -760,6 +763,14 @@ func (rt *Runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	// Generic calls become the real call before any filter runs, so that
 	// every filter sees the real method and arguments, whatever its order.
 	chain = generic.Wrap(chain)
+	rt.regMu.Lock()
+	if rt.callable == nil {
+		rt.callable = map[string]kernel.Invoker{}
+	}
+	if _, ok := rt.callable[id]; !ok {
+		rt.callable[id] = chain // QoS invoke's way in: the first protocol's
+	}
+	rt.regMu.Unlock()
 	exp, err := p.Export(ctx, chain)
 	if err != nil {
 		return nil, fmt.Errorf("weft: export %s: %w", id, err)
