@@ -110,16 +110,7 @@ provider:
 		t.Fatal(err)
 	}
 	defer app.Stop(context.Background())
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + app.QoSAddr() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := qosGetter(t, app)
 	steps := []struct {
 		path  string
 		code  int
@@ -169,16 +160,7 @@ consumer:
 		t.Fatal(err)
 	}
 	defer app.Stop(context.Background())
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + app.QoSAddr() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := qosGetter(t, app)
 	for _, c := range []struct {
 		path string
 		code int
@@ -197,5 +179,19 @@ consumer:
 	}
 	if _, body := get("/ls"); strings.Contains(body, "echo >") {
 		t.Errorf("ls shows echo, which the service's filter list removes:\n%s", body)
+	}
+}
+
+// qosGetter GETs a path of app's QoS port: the status and the body.
+func qosGetter(t *testing.T, app *weft.App) func(path string) (int, string) {
+	return func(path string) (int, string) {
+		t.Helper()
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + app.QoSAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
 }
