@@ -201,10 +201,12 @@ type Provider struct {
 	Token string `koanf:"token"`
 	// TPS and TPSInterval are Dubbo's `tps` and `tps.interval` (ms, default
 	// 60000), the default of every service: at most TPS calls per interval.
-	TPS         int                `koanf:"tps"`
-	TPSInterval int                `koanf:"tps_interval" unit:"ms"`
-	Protocol    string             `koanf:"protocol"`
-	Services    map[string]Service `koanf:"services"`
+	TPS         int `koanf:"tps"`
+	TPSInterval int `koanf:"tps_interval" unit:"ms"`
+	// Register is every service's default `register` (Service.Register).
+	Register *bool              `koanf:"register"`
+	Protocol string             `koanf:"protocol"`
+	Services map[string]Service `koanf:"services"`
 }
 
 // Shutdown: on stop a provider unregisters, waits Wait ms for
@@ -236,9 +238,16 @@ type Service struct {
 	Weight      int `koanf:"weight"`
 	// Serialization overrides the protocol's serialization for this
 	// service (Dubbo's service-level `serialization`).
-	Serialization string            `koanf:"serialization"`
-	Methods       map[string]Method `koanf:"methods"`
-	Params        map[string]any    `koanf:"params"`
+	Serialization string `koanf:"serialization"`
+	// Register false exports the service without registering it (Dubbo's
+	// `register`; provider.register is the default): only direct calls
+	// (url:) reach it.
+	Register *bool `koanf:"register"`
+	// Tag labels the service's providers for Dubbo's tag routing (its URL's
+	// dubbo.tag): consumers whose calls carry the tag choose them.
+	Tag     string            `koanf:"tag"`
+	Methods map[string]Method `koanf:"methods"`
+	Params  map[string]any    `koanf:"params"`
 }
 
 // Consumer holds the defaults of every reference and the references.
@@ -274,6 +283,10 @@ type Reference struct {
 	Mock        string `koanf:"mock"`
 	Sticky      bool   `koanf:"sticky"`
 	Connections int    `koanf:"connections"`
+	// Tag is Dubbo's reference `tag`: its calls prefer providers with this
+	// dubbo.tag (tag routing; a call's own dubbo.tag attachment wins), and
+	// fall back to untagged ones unless dubbo.force.tag is true.
+	Tag string `koanf:"tag"`
 	// Check is Dubbo's `check`: true (the default, as in Dubbo) makes a
 	// reference without an available provider fail the App's start, after
 	// waiting up to 3 s for one to be listed (dubbo-go's wait), so that a

@@ -334,7 +334,15 @@ func (t *dgTranslator) provider(at string, v any) {
 
 func (t *dgTranslator) service(at, id string, v any) {
 	p := "provider.services." + id + "."
-	keys := t.copies(p, "interface", "version", "group", "serialization", "filter", "token", "weight", "params")
+	keys := t.copies(p, "interface", "version", "group", "serialization", "filter", "token", "weight", "params", "tag")
+	keys["not-register"] = func(at string, v any) {
+		b, ok := v.(bool)
+		if !ok {
+			t.fail(at, "%s is not true or false", quoteValue(v))
+			return
+		}
+		t.set(p+"register", !b)
+	}
 	keys["protocol-ids"] = func(_ string, v any) { t.set(p+"protocol", strings.Join(dgIDs(v), ",")) }
 	keys["registry-ids"] = t.registryIDs
 	keys["methods"] = t.methods(at, p)
@@ -364,7 +372,7 @@ func (t *dgTranslator) consumer(at string, v any) {
 func (t *dgTranslator) reference(at, id string, v any) {
 	p := "consumer.references." + id + "."
 	keys := t.copies(p, "interface", "version", "group", "url", "check", "cluster", "loadbalance", "retries",
-		"serialization", "filter", "sticky", "params")
+		"serialization", "filter", "sticky", "params", "tag")
 	keys["timeout"] = t.ms(p + "timeout")
 	keys["protocol"] = func(_ string, v any) {
 		name := fmt.Sprint(v)

@@ -527,14 +527,21 @@ const KeyRemoteApplication = "remote.application"
 // MergeURL lays the consumer's parameters over a provider URL, as Dubbo's
 // ClusterUtils.mergeUrl does: the consumer decides timeouts, retries, load
 // balancing and its filters; the provider's application stays as
-// remote.application.
+// remote.application, and its dubbo.tag stays its own (the consumer's tag
+// says which providers it wants, not what they are: Java drops TAG_KEY
+// from the consumer's side of the merge).
 func MergeURL(provider *kernel.URL, consumer map[string]string) *kernel.URL {
-	if app := provider.Param(kernel.KeyApplication); app != "" && consumer[kernel.KeyApplication] != "" && consumer[KeyRemoteApplication] == "" {
+	app := provider.Param(kernel.KeyApplication)
+	setApp := app != "" && consumer[kernel.KeyApplication] != "" && consumer[KeyRemoteApplication] == ""
+	if _, tagged := consumer[cluster.KeyTag]; setApp || tagged {
 		merged := make(map[string]string, len(consumer)+1)
 		for k, v := range consumer {
 			merged[k] = v
 		}
-		merged[KeyRemoteApplication] = app
+		if setApp {
+			merged[KeyRemoteApplication] = app
+		}
+		delete(merged, cluster.KeyTag)
 		consumer = merged
 	}
 	return provider.WithParams(consumer)

@@ -85,6 +85,7 @@ type exportedURL struct {
 
 type service struct {
 	id       string
+	register bool // Dubbo's register: false exports without registering
 	impl     any
 	urls     []*kernel.URL // one per protocol
 	invokers []*proxy.ServiceInvoker
@@ -427,6 +428,7 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 	}
 	set(params, kernel.KeyToken, tok)
 	set(params, kernel.KeySerialization, sc.Serialization)
+	set(params, cluster.KeyTag, sc.Tag)
 	setInt(params, tps.KeyRate, first(sc.TPS, pc.TPS))
 	setInt(params, tps.KeyInterval, first(sc.TPSInterval, pc.TPSInterval))
 	setInt(params, kernel.KeyWeight, sc.Weight)
@@ -440,7 +442,11 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 	if protoList == "" {
 		protoList = extension.DefaultProtocol
 	}
-	s := &service{id: id, impl: impl}
+	register := true
+	if r := firstBool(sc.Register, pc.Register); r != nil {
+		register = *r
+	}
+	s := &service{id: id, impl: impl, register: register}
 	for _, pid := range splitList(protoList) {
 		p, err := rt.protocolFor(pid)
 		if err != nil {
@@ -513,6 +519,7 @@ func (rt *Runtime) buildReference(cfg *config.Config, id string, rc config.Refer
 	set(params, registry.KeyMigrationStep, rc.MigrationStep)
 	set(params, kernel.KeyLoadBalance, firstString(rc.LoadBalance, cc.LoadBalance))
 	set(params, kernel.KeySerialization, rc.Serialization)
+	set(params, cluster.KeyTag, rc.Tag)
 	setInt(params, kernel.KeyActives, first(rc.Actives, cc.Actives))
 	check := DefaultCheck
 	if c := firstBool(rc.Check, cc.Check); c != nil {
@@ -720,6 +727,11 @@ func (rt *Runtime) start(ctx context.Context) (err error) {
 		}
 	}
 	for _, p := range pubs {
+		if !rt.serviceByID(p.id).register {
+			rt.log.Info("weft: exported, not registered (register: false)", "service", p.id, "interface", p.pub.Interface(),
+				"protocol", p.pub.Protocol, "address", p.pub.Address())
+			continue
+		}
 		if err := rt.layer.Register(ctx, p.id, p.pub); err != nil {
 			return fmt.Errorf("weft: %w", err)
 		}
@@ -1101,4 +1113,14 @@ func firstBool(a, b *bool) *bool {
 		return a
 	}
 	return b
+}
+
+// serviceByID is the service of a provider.services id.
+func (rt *Runtime) serviceByID(id string) *service {
+	for _, s := range rt.services {
+		if s.id == id {
+			return s
+		}
+	}
+	return &service{id: id, register: true}
 }
