@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -66,6 +67,7 @@ provider:
 	var c tracerClient
 	consumer := kernel.GroupConsumer
 	app := startApp(t, fmt.Sprintf(`
+qos: {port: 0}
 wasm:
   filters:
     wasm-c: {path: %q, groups: [consumer], order: 5, config: {name: wasm-c}}
@@ -95,6 +97,21 @@ consumer:
 	}
 	if want := "wasm-listed,wasm-b,pw-go-p,pw-p,n2,wasm-a,n1,c1,pw-go-c,pw-c,wasm-c"; res.Attachments["rtrace"] != want {
 		t.Fatalf("response order %q, want %q (attachments %v)", res.Attachments["rtrace"], want, res.Attachments)
+	}
+	// QoS ls shows the same chain, the WASM filters marked.
+	resp, err := http.Get("http://" + app.QoSAddr() + "/ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ls, last := string(body), -1
+	for _, f := range []string{"wasm-c (wasm)", "pw-c (wasm)", "pw-go-c (wasm)", "c1"} {
+		i := strings.Index(ls, f+" ")
+		if i < 0 || i < last {
+			t.Fatalf("ls: %q missing or out of the calls' order:\n%s", f, ls)
+		}
+		last = i
 	}
 }
 
