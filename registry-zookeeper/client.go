@@ -311,7 +311,11 @@ func (c *client) follow(what, node string, stop, quit, up <-chan struct{}, ch <-
 			}
 			wait = backoff(wait)
 			c.log.Debug(what+": read failed; retrying", "node", node, "err", err, "in", wait)
-			if !sleep(wait, stop, quit) {
+			// A reconnect ends the wait: the read that failed while the
+			// server was away (up to 5 s of backoff) goes again at once,
+			// so that a watch is armed as soon as there is a server to
+			// arm it with.
+			if !sleep(wait, stop, quit, up) {
 				return
 			}
 		}
@@ -330,13 +334,15 @@ func backoff(d time.Duration) time.Duration {
 	return d
 }
 
-// sleep waits d or until one of the stop channels is closed; false if
-// stopped.
-func sleep(d time.Duration, stop1, stop2 <-chan struct{}) bool {
+// sleep waits d, or until wake is closed (nil: never), or until one of
+// the stop channels is closed; false if stopped.
+func sleep(d time.Duration, stop1, stop2, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-wake:
 		return true
 	case <-stop1:
 		return false

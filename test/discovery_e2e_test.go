@@ -191,10 +191,14 @@ consumer: {references: {vault: {interface: org.weft.Vault, url: "dubbo://127.0.0
 // t fails, or with -v); infos are dropped. Its cleanup, registered before
 // the Apps', runs after they stopped: what a straggler logs later is
 // dropped (t.Log after the test panics).
-func testLogger(t testing.TB) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger { return testLoggerAt(t, slog.LevelWarn) }
+
+// testLoggerAt is testLogger from level on: debug lines tell what a
+// failure under load went through (they show only when t fails).
+func testLoggerAt(t testing.TB, level slog.Level) *slog.Logger {
 	w := &tWriter{t: t}
 	t.Cleanup(func() { w.done.Store(true) })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 type tWriter struct {

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,9 @@ func TestZookeeperRestartUnderLoad(t *testing.T) {
 	startRegistryChild(t, address, "a")
 	startRegistryChild(t, address, "b")
 	var c nodeClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithPlugins(nacos.Plugin(), zookeeper.Plugin()), weft.WithReference("node", &c),
+	// The consumer's debug lines (its watches re-armed, its connection's
+	// states) show if the test fails: what its watch went through.
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(testLoggerAt(t, slog.LevelDebug)), weft.WithPlugins(nacos.Plugin(), zookeeper.Plugin()), weft.WithReference("node", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
 registries: {local: {address: "%s"}}
 consumer: {references: {node: {interface: org.weft.Node, retries: 2, timeout: 2000}}}
