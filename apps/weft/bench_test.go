@@ -96,9 +96,7 @@ provider: {services: {echo: {interface: org.weft.bench.EchoService}}}
 // with JSON arguments.
 func TestBenchThroughReference(t *testing.T) {
 	dir := t.TempDir()
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		weft.WithService("greeter", langGreeter{}), weft.WithService("echo", &echoservice.Service{}),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	startApp(t, fmt.Sprintf(`
 qos: {enable: false}
 registries: {local: {address: "embedded://%s"}}
 protocols: {dubbo: {port: 0}}
@@ -106,14 +104,7 @@ provider:
   services:
     greeter: {interface: org.weft.Greeter, version: "2.0"}
     echo: {interface: org.weft.bench.EchoService}
-`, dir))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
+`, dir), weft.WithService("greeter", langGreeter{}), weft.WithService("echo", &echoservice.Service{}))
 	cfg := dir + "/consumer.yaml"
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("registries: {local: {address: \"embedded://%s\"}}\nconsumer: {references: {e: {interface: org.weft.bench.EchoService, loadbalance: roundrobin}}}\n", dir)), 0o644); err != nil {
 		t.Fatal(err)

@@ -92,22 +92,13 @@ func testInvokeAttachmentsAndEcho(t *testing.T, proto string) {
 // with no provider fails as the App's check says.
 func TestInvokeThroughReference(t *testing.T) {
 	dir := t.TempDir()
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		weft.WithService("greeter", langGreeter{}),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	startApp(t, fmt.Sprintf(`
 application: {name: greeter-app}
 qos: {enable: false}
 registries: {local: {address: "embedded://%s"}}
 protocols: {dubbo: {port: 0}}
 provider: {services: {greeter: {interface: org.weft.Greeter, version: "2.0"}}}
-`, dir))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
+`, dir), weft.WithService("greeter", langGreeter{}))
 
 	var out, errb bytes.Buffer
 	if code := cli([]string{"invoke", "-version", "2.0", "-a", "lang=de", "embedded://" + dir, "org.weft.Greeter", "greet", `["Ana"]`}, &out, &errb); code != 0 ||
@@ -139,4 +130,20 @@ consumer:
 		!strings.Contains(errb.String(), "no provider of org.weft.Nobody available in registries r") {
 		t.Fatalf("no provider: code %d, stderr %q", code, errb.String())
 	}
+}
+
+// startApp starts an App of yaml (quiet, no environment) for the test's
+// length.
+func startApp(t *testing.T, yaml string, opts ...weft.Option) *weft.App {
+	t.Helper()
+	app, err := weft.New(append([]weft.Option{weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		weft.WithConfig(weft.ConfigYAML(yaml))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	return app
 }

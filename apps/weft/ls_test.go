@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,20 +17,12 @@ import (
 // an unknown scheme names the known ones.
 func TestLsEmbedded(t *testing.T) {
 	dir := t.TempDir()
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		weft.WithService("greeter", greeter.Greeter{}), weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+	startApp(t, fmt.Sprintf(`
 application: {name: ls-test}
 registries: {r: {address: "embedded://%s"}}
 protocols: {dubbo: {port: 0}}
 provider: {services: {greeter: {interface: org.weft.Greeter, version: "1.0"}}}
-`, dir))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(context.Background())
+`, dir), weft.WithService("greeter", greeter.Greeter{}))
 
 	var out, errb bytes.Buffer
 	if code := cli([]string{"ls", "embedded://" + dir}, &out, &errb); code != 0 {
