@@ -345,7 +345,7 @@ func (t *dgTranslator) service(at, id string, v any) {
 	}
 	keys["protocol-ids"] = func(_ string, v any) { t.set(p+"protocol", strings.Join(dgIDs(v), ",")) }
 	keys["registry-ids"] = t.registryIDs
-	keys["methods"] = t.methods(at, p)
+	keys["methods"] = t.methods(p)
 	t.block(at, v, keys)
 }
 
@@ -383,13 +383,13 @@ func (t *dgTranslator) reference(at, id string, v any) {
 	}
 	keys["registry"] = t.registryIDs
 	keys["registry-ids"] = t.registryIDs
-	keys["methods"] = t.methods(at, p)
+	keys["methods"] = t.methods(p)
 	t.block(at, v, keys)
 }
 
 // methods reads dubbo-go's methods: a list of {name, ...} (or a block by
 // name), each with the method keys weft has.
-func (t *dgTranslator) methods(_ string, p string) func(string, any) {
+func (t *dgTranslator) methods(p string) func(string, any) {
 	return func(at string, v any) {
 		byName := map[string]any{}
 		switch x := v.(type) {
