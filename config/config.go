@@ -162,6 +162,23 @@ type Method struct {
 	Forks       int    `koanf:"forks"`
 	// Return false makes the method's calls one-way.
 	Return *bool `koanf:"return"`
+	// Params and Returns declare, with Java type names, a method of a
+	// service whose implementation is not Go (impl): its parameters
+	// ("java.lang.String", "long", "org.example.User") and its result,
+	// as Java and dubbo-go callers send them over hessian2. With idl,
+	// Params map the request's fields, in order, to the parameters of
+	// the Java method a forward calls.
+	Params  []string `koanf:"params"`
+	Returns string   `koanf:"returns"`
+}
+
+// Impl implements a service without Go: by forwarding each call to a
+// reference (a bridge between protocols, registries or clusters), or by a
+// WASM module.
+type Impl struct {
+	// Forward names the reference (consumer.references.<id>) that each
+	// call is passed to.
+	Forward string `koanf:"forward"`
 }
 
 // Router is one routing rule of a reference: a condition rule,
@@ -217,9 +234,21 @@ type Shutdown struct {
 
 // Service exports one implementation.
 type Service struct {
+	// Interface is the service's name (org.example.Greeter); with idl it
+	// defaults to the IDL's service.
 	Interface string `koanf:"interface"`
 	// Ref names the registered implementation; the service id when empty.
-	Ref     string `koanf:"ref"`
+	Ref string `koanf:"ref"`
+	// Impl implements the service from config alone (a forward, a WASM
+	// module) instead of a registered Go implementation.
+	Impl *Impl `koanf:"impl"`
+	// IDL declares the interface by a protobuf file (.proto, compiled at
+	// start-up, or a descriptor set from protoc -o) and Service names its
+	// service there (pkg.Greeter; may be left out when the file has one).
+	// The interface defaults to that service's full name. Without idl,
+	// an impl's interface is declared by methods.<name>.params/returns.
+	IDL     string `koanf:"idl"`
+	Service string `koanf:"service"`
 	Version string `koanf:"version"`
 	Group   string `koanf:"group"`
 	// Protocol is a comma-separated list of protocol ids (or names).

@@ -36,6 +36,17 @@ type Decodable interface {
 	DecodeAs(t reflect.Type) (reflect.Value, error)
 }
 
+// Encoded is an argument or a result still in its wire form, as a
+// protocol read it: Encoding says which ("proto": a protobuf message's
+// bytes; "json": one JSON value). An invoker that knows its types only at
+// run time (a service declared by an IDL in config, a forward) reads it
+// with Bytes; a protocol passing a call on as it came writes the bytes as
+// they are.
+type Encoded interface {
+	Encoding() string
+	Bytes() []byte
+}
+
 // NewInvocation builds an invocation of method with args.
 func NewInvocation(method string, args ...any) *Invocation {
 	return &Invocation{Method: method, Args: args}

@@ -13,7 +13,6 @@ import (
 	"github.com/weftrpc/weft/extension"
 	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
-	"github.com/weftrpc/weft/proxy"
 )
 
 // WasmSet is the App's WASM filters by name, for config changes.
@@ -24,7 +23,7 @@ type WasmSet map[string]*wasmfilter.Filter
 // current chain.
 type serviceChain struct {
 	id    string
-	inner *proxy.ServiceInvoker
+	inner innerInvoker
 	cur   atomic.Pointer[kernel.Invoker]
 }
 
@@ -221,7 +220,7 @@ func (ar *applyRun) provider() {
 				ar.errs = append(ar.errs, fmt.Errorf("%s.filter: %w", path, err))
 				continue
 			}
-			chain := extension.BuildChain(kernel.Invoker(sc.inner), filters)
+			chain := extension.BuildChain(sc.inner, filters)
 			ar.commits = append(ar.commits, func() { sc.cur.Store(&chain) })
 		}
 		ar.applied(path + ".filter")

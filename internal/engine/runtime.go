@@ -27,6 +27,7 @@ import (
 	"github.com/weftrpc/weft/plugins/filter/token"
 	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/proxy"
+	"github.com/weftrpc/weft/proxy/idl"
 	"github.com/weftrpc/weft/qos"
 	"github.com/weftrpc/weft/registry"
 )
@@ -88,7 +89,7 @@ type service struct {
 	register bool // Dubbo's register: false exports without registering
 	impl     any
 	urls     []*kernel.URL // one per protocol
-	invokers []*proxy.ServiceInvoker
+	invokers []innerInvoker
 }
 
 type reference struct {
@@ -398,14 +399,30 @@ func (rt *Runtime) protocolFor(id string) (config.Protocol, error) {
 }
 
 func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*service, error) {
+	var impl any
+	var declared *idl.Interface
+	if sc.Impl != nil {
+		var err error
+		if declared, err = rt.declare(sc); err != nil {
+			return nil, err
+		}
+		if sc.Interface == "" && declared != nil {
+			sc.Interface = declared.Name
+		}
+	}
 	if sc.Interface == "" {
 		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
 	}
-	ref := refName(id, sc)
-	impl, ok := reg.Impls[ref]
-	if !ok {
-		return nil, fmt.Errorf("no implementation registered as %q (registered: %s); pass weft.WithService(%q, impl)",
-			ref, strings.Join(sortedKeys(reg.Impls), ", "), ref)
+	if sc.Impl == nil {
+		if sc.IDL != "" || sc.Service != "" {
+			return nil, errors.New("idl and service declare the interface of a service implemented from config: give impl (forward: <reference id>), or remove them and register a Go implementation")
+		}
+		ref := refName(id, sc)
+		var ok bool
+		if impl, ok = reg.Impls[ref]; !ok {
+			return nil, fmt.Errorf("no implementation registered as %q (registered: %s); pass weft.WithService(%q, impl), or implement it from config with impl: {forward: <reference id>}",
+				ref, strings.Join(sortedKeys(reg.Impls), ", "), ref)
+		}
 	}
 	pc := rt.cfg.Provider
 	params := map[string]string{
@@ -470,20 +487,36 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 		}
 		s.urls = append(s.urls, kernel.NewURL(p.Name, host, p.Port, sc.Interface, pp))
 	}
-	inv, err := proxy.NewServiceInvoker(s.urls[0], impl)
-	if err != nil {
-		return nil, err
+	var inner innerInvoker
+	if sc.Impl != nil {
+		h, err := rt.handler(sc.Impl)
+		if err != nil {
+			return nil, err
+		}
+		if declared == nil {
+			inner = passThrough(s.urls[0], h)
+		} else {
+			inner = idlInvoker{idl.NewInvoker(s.urls[0], declared, h.Handler)}
+		}
+	} else {
+		inv, err := proxy.NewServiceInvoker(s.urls[0], impl)
+		if err != nil {
+			return nil, err
+		}
+		inner = goInvoker{inv}
 	}
 	streams := map[string]string{}
-	for m, k := range inv.StreamKinds() {
+	for m, k := range inner.StreamKinds() {
 		streams[m+"."+kernel.KeyStream] = k.String()
 	}
 	for i, u := range s.urls {
-		s.urls[i] = u.WithParam(kernel.KeyMethods, strings.Join(inv.MethodNames(), ","))
+		if names := inner.MethodNames(); len(names) > 0 {
+			s.urls[i] = u.WithParam(kernel.KeyMethods, strings.Join(names, ","))
+		}
 		if len(streams) > 0 {
 			s.urls[i] = s.urls[i].WithParams(streams)
 		}
-		s.invokers = append(s.invokers, inv.WithURL(s.urls[i]))
+		s.invokers = append(s.invokers, inner.withURL(s.urls[i]))
 	}
 	return s, nil
 }
@@ -707,7 +740,7 @@ func (rt *Runtime) start(ctx context.Context) (err error) {
 			u := inv.URL()
 			key := u.Protocol + "://" + u.Host
 			if p, ok := bound[key]; ok && u.Port == 0 && u.Protocol != "injvm" {
-				inv = inv.WithURL(u.WithAddress(u.Protocol, u.Host, p))
+				inv = inv.withURL(u.WithAddress(u.Protocol, u.Host, p))
 			}
 			pub, err := rt.export(ctx, s.id, inv)
 			if err != nil {
@@ -753,7 +786,7 @@ func (rt *Runtime) start(ctx context.Context) (err error) {
 
 // export exports one service on its protocol and returns the URL to
 // publish: with the port its server really got.
-func (rt *Runtime) export(ctx context.Context, id string, inner *proxy.ServiceInvoker) (*kernel.URL, error) {
+func (rt *Runtime) export(ctx context.Context, id string, inner innerInvoker) (*kernel.URL, error) {
 	u := inner.URL()
 	p, err := rt.protocols.Get(u.Protocol)
 	if err != nil {
@@ -775,6 +808,9 @@ func (rt *Runtime) export(ctx context.Context, id string, inner *proxy.ServiceIn
 	// Generic calls become the real call before any filter runs, so that
 	// every filter sees the real method and arguments, whatever its order.
 	chain = generic.Wrap(chain)
+	if fd := inner.protoFile(); fd != nil {
+		chain = described{chain, fd} // gRPC reflection describes it
+	}
 	rt.regMu.Lock()
 	if rt.callable == nil {
 		rt.callable = map[string]kernel.Invoker{}

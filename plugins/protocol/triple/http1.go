@@ -225,6 +225,12 @@ func (a *jsonArg) DecodeAs(t reflect.Type) (reflect.Value, error) {
 	return v.Elem(), nil
 }
 
+// Bytes are the argument's JSON (kernel.Encoded).
+func (a *jsonArg) Bytes() []byte { return a.raw }
+
+// Encoding says that Bytes are JSON (kernel.Encoded).
+func (a *jsonArg) Encoding() string { return "json" }
+
 // jsonArgsOf splits a JSON body into arguments: an array is the argument
 // list; any other value is the one argument (a protobuf message in its
 // JSON form, which is an object, or a string for StringValue).

@@ -723,6 +723,9 @@ func (a *protoArg) DecodeAs(t reflect.Type) (reflect.Value, error) {
 // Bytes are the message's encoding.
 func (a *protoArg) Bytes() []byte { return a.data }
 
+// Encoding says that Bytes are a protobuf message (kernel.Encoded).
+func (a *protoArg) Encoding() string { return "proto" }
+
 func gunzip(b []byte, limit int) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {

@@ -48,6 +48,41 @@ const (
 	maxReflectionReplies = 1 << 16
 )
 
+// Described is an exported invoker that carries its service's protobuf
+// file: a service declared by an IDL in config, whose descriptors are in
+// no registry of the program. Reflection describes it from that file and
+// the files it imports.
+type Described interface {
+	ProtoFile() protoreflect.FileDescriptor
+}
+
+// exportedFiles are the files of the exported services that carry theirs
+// (Described), with what they import.
+func (h *handler) exportedFiles() *protoregistry.Files {
+	var files protoregistry.Files
+	seen := map[string]bool{}
+	var add func(fd protoreflect.FileDescriptor)
+	add = func(fd protoreflect.FileDescriptor) {
+		if seen[fd.Path()] {
+			return
+		}
+		seen[fd.Path()] = true
+		_ = files.RegisterFile(fd) // a name two files declare: the first stays
+		imps := fd.Imports()
+		for i := range imps.Len() {
+			add(imps.Get(i).FileDescriptor)
+		}
+	}
+	h.s.exporters.Each(func(_ string, e *exporter) {
+		if d, ok := e.invoker.(Described); ok {
+			if fd := d.ProtoFile(); fd != nil {
+				add(fd)
+			}
+		}
+	})
+	return &files
+}
+
 // reflection serves one ServerReflectionInfo stream.
 func (h *handler) reflection(all *serverCall) *netty.Response {
 	c := &all.call
@@ -135,7 +170,10 @@ func (h *handler) reflect(req []byte) ([]byte, error) {
 		out = protowire.AppendTag(out, respListServices, protowire.BytesType)
 		return protowire.AppendBytes(out, list), nil
 	case reqFileByFilename:
-		fd, err := protoregistry.GlobalFiles.FindFileByPath(string(arg))
+		fd, err := h.exportedFiles().FindFileByPath(string(arg))
+		if err != nil {
+			fd, err = protoregistry.GlobalFiles.FindFileByPath(string(arg))
+		}
 		if err != nil {
 			fd, err = healthFiles.FindFileByPath(string(arg))
 		}
@@ -144,7 +182,10 @@ func (h *handler) reflect(req []byte) ([]byte, error) {
 		}
 		return appendFiles(out, fd)
 	case reqFileContainingSymbol:
-		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(arg))
+		d, err := h.exportedFiles().FindDescriptorByName(protoreflect.FullName(arg))
+		if err != nil {
+			d, err = protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(arg))
+		}
 		if err != nil {
 			d, err = healthFiles.FindDescriptorByName(protoreflect.FullName(arg))
 		}

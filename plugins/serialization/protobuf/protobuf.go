@@ -135,6 +135,9 @@ func NewValue(data []byte) *Value { return &Value{data: data} }
 // Bytes are the message's encoding.
 func (v *Value) Bytes() []byte { return v.data }
 
+// Encoding says that Bytes are a protobuf message (kernel.Encoded).
+func (v *Value) Encoding() string { return "proto" }
+
 var _ kernel.Decodable = (*Value)(nil)
 
 // DecodeAs decodes the message as t: a protobuf message type (a pointer to

@@ -1,0 +1,225 @@
+package weft_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/proxy"
+	"github.com/weftrpc/weft/proxy/idl"
+)
+
+const greeterProto = `syntax = "proto3";
+package org.example.hello;
+option java_multiple_files = true;
+option java_package = "org.example.hello";
+
+message HelloRequest { string name = 1; }
+message HelloReply { string message = 1; }
+
+service Greeter {
+  rpc SayHello (HelloRequest) returns (HelloReply);
+  rpc Chat (stream HelloRequest) returns (stream HelloReply);
+}
+`
+
+func freeTCPPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// postJSON calls a Triple server's HTTP/1.1 JSON form, as curl does.
+func postJSON(t *testing.T, url, body string, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("content-type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A bridge from config alone: a Triple face (HTTP/1.1 JSON, gRPC binary)
+// and a dubbo face on a dubbo provider, declared by a method table with
+// Java types and by a protobuf IDL read at start-up. Results, attachments
+// and business errors arrive as they would from the provider directly.
+func TestForwardBridge(t *testing.T) {
+	dir := t.TempDir()
+	protoPath := filepath.Join(t.TempDir(), "greeter.proto")
+	if err := os.WriteFile(protoPath, []byte(greeterProto), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newApp(t, `
+application: {name: backend}
+registries: {local: {address: "embedded://`+dir+`"}}
+protocols: {dubbo: {port: 0}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, version: "1.0"}
+`, weft.WithService("greeter", greeter{}))
+
+	triPort := freeTCPPort(t)
+	newApp(t, `
+application: {name: bridge}
+registries: {local: {address: "embedded://`+dir+`"}}
+protocols: {tri: {port: `+triPort+`}, dubbo: {port: 0}}
+consumer:
+  references:
+    backend: {interface: org.example.Greeter, version: "1.0", protocol: dubbo}
+provider:
+  services:
+    table:
+      interface: org.example.Greeter
+      protocol: tri
+      register: false
+      impl: {forward: backend}
+      methods:
+        sayHello: {params: [java.lang.String], returns: java.lang.String}
+    proto:
+      idl: `+protoPath+`
+      impl: {forward: backend}
+      methods:
+        SayHello: {params: [java.lang.String]}
+`)
+
+	base := "http://127.0.0.1:" + triPort
+	// The method table, called as curl calls it.
+	if code, body := postJSON(t, base+"/org.example.Greeter/sayHello", `["world"]`, map[string]string{"suffix": "!"}); code != 200 || body != `"hello world!"` {
+		t.Fatalf("table over HTTP/1.1 JSON: %d %s, want 200 \"hello world!\"", code, body)
+	}
+	// A business error comes back with its message.
+	if code, body := postJSON(t, base+"/org.example.Greeter/sayHello", `[""]`, nil); code == 200 || !strings.Contains(body, "empty name") {
+		t.Fatalf("business error over HTTP/1.1: %d %s, want the provider's 'empty name'", code, body)
+	}
+	// A wrong argument is the caller's mistake, named.
+	if code, body := postJSON(t, base+"/org.example.Greeter/sayHello", `[42]`, nil); code == 200 || !strings.Contains(body, "argument 0: a number where java.lang.String is declared") {
+		t.Fatalf("bad argument: %d %s", code, body)
+	}
+	// The IDL, by its JSON form.
+	if code, body := postJSON(t, base+"/org.example.hello.Greeter/SayHello", `{"name":"idl"}`, nil); code != 200 || !strings.Contains(body, `"message":"hello idl"`) {
+		t.Fatalf("proto over HTTP/1.1 JSON: %d %s", code, body)
+	}
+
+	// The IDL over gRPC binary and over dubbo (a generic call with the
+	// request as a POJO), from a consumer App.
+	consumer := newApp(t, `
+application: {name: caller}
+registries: {local: {address: "embedded://`+dir+`"}}
+consumer:
+  check: false
+  references:
+    grpc: {interface: org.example.hello.Greeter, url: "tri://127.0.0.1:`+triPort+`"}
+    dubbo: {interface: org.example.hello.Greeter, protocol: dubbo}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	it, err := idl.LoadProto(protoPath, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := it.Method("SayHello")
+	req := dynamicpb.NewMessage(m.In)
+	req.Set(m.In.Fields().ByName("name"), protoreflect.ValueOfString("grpc"))
+	iv, err := consumer.Reference("grpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := kernel.NewInvocation("SayHello", req)
+	inv.SetAttachment("suffix", "?")
+	res, err := iv.Invoke(ctx, inv)
+	if err != nil {
+		t.Fatalf("gRPC binary: %v", err)
+	}
+	reply := dynamicpb.NewMessage(m.Out)
+	if err := proto.Unmarshal(res.Value.(kernel.Encoded).Bytes(), reply); err != nil {
+		t.Fatal(err)
+	}
+	if got := reply.Get(m.Out.Fields().ByName("message")).String(); got != "hello grpc?" {
+		t.Fatalf("gRPC binary: %q, want hello grpc?", got)
+	}
+
+	div, err := consumer.Reference("dubbo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := proxy.NewGenericClient(func() (kernel.Invoker, error) { return div, nil })
+	var v any
+	for ctx.Err() == nil {
+		if v, err = g.GenericInvoke(ctx, "sayHello", []string{"org.example.hello.HelloRequest"}, []any{map[string]any{"name": "dubbo"}}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the bridge's registration arrives
+	}
+	if mv, ok := v.(map[any]any); !ok || mv["message"] != "hello dubbo" {
+		if ms, ok := v.(map[string]any); !ok || ms["message"] != "hello dubbo" {
+			t.Fatalf("over dubbo: %#v, %v; want a map with message hello dubbo", v, err)
+		}
+	}
+	// A streaming rpc of a declared service is refused with its kind.
+	if _, err := g.Invoke(ctx, "chat", map[string]any{"name": "x"}); err == nil || !strings.Contains(err.Error(), "bidi-streaming") {
+		t.Fatalf("streaming rpc: %v", err)
+	}
+}
+
+// The config of a declared service is checked at New, each mistake named
+// with its key.
+func TestDeclaredServiceErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.proto")
+	if err := os.WriteFile(bad, []byte("syntax = \"proto3\";\nmessage A { strin name = 1; }\nservice S { rpc M (A) returns (B); }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(t.TempDir(), "greeter.proto")
+	if err := os.WriteFile(good, []byte(greeterProto), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ svc, want string }{
+		{`{interface: a.B, impl: {forward: nope}, methods: {m: {params: [long]}}}`, `impl.forward: no reference "nope" in consumer.references (references: up)`},
+		{`{interface: a.B, impl: {}}`, `impl: give forward: <reference id>`},
+		{`{idl: ` + bad + `, impl: {forward: up}}`, `bad.proto:2:`},
+		{`{idl: /nonexistent/x.proto, impl: {forward: up}}`, `idl: /nonexistent/x.proto does not compile`},
+		{`{idl: ` + good + `, service: Nope, impl: {forward: up}}`, `declares no service Nope (its services: org.example.hello.Greeter)`},
+		{`{idl: ` + good + `, impl: {forward: up}, methods: {Hello: {params: [long]}}}`, `methods.Hello: org.example.hello.Greeter has no rpc Hello (its rpcs: Chat, SayHello)`},
+		{`{interface: a.B, impl: {forward: up}, methods: {m: {params: ["not a type"]}}}`, `methods.m.params[0]: "not a type" is not a Java type name`},
+		{`{interface: a.B, idl: ` + good + `}`, `idl and service declare the interface of a service implemented from config`},
+	} {
+		_, err := weft.New(weft.WithConfig(weft.ConfigYAML(`
+qos: {enable: false}
+consumer: {references: {up: {interface: a.B, url: "dubbo://127.0.0.1:1", check: false}}}
+provider: {services: {s: `+c.svc+`}}
+`)), weft.WithoutEnv(), weft.WithLogger(quiet))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.svc, err, c.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "provider.services.s") {
+			t.Errorf("%s: err %v does not name the key", c.svc, err)
+		}
+	}
+}
