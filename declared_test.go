@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/internal/engine"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/proxy"
 	"github.com/weftrpc/weft/proxy/idl"
@@ -221,5 +222,82 @@ provider: {services: {s: `+c.svc+`}}
 		if err != nil && !strings.Contains(err.Error(), "provider.services.s") {
 			t.Errorf("%s: err %v does not name the key", c.svc, err)
 		}
+	}
+}
+
+type upper struct{}
+
+func (upper) Upper(s string) (string, error) { return strings.ToUpper(s), nil }
+
+type secret struct{}
+
+func (secret) Get() (string, error) { return "classified", nil }
+
+// A gateway (interface "*") forwards any service on its allow-list, by the
+// name the caller used, to providers it finds through the registry; a
+// service not on the list is refused, naming the list.
+func TestGateway(t *testing.T) {
+	old := engine.CheckWait
+	engine.CheckWait = 300 * time.Millisecond // how long a first call waits for a provider to be listed
+	defer func() { engine.CheckWait = old }()
+	dir := t.TempDir()
+	newApp(t, `
+application: {name: backends}
+registries: {local: {address: "embedded://`+dir+`"}}
+protocols: {dubbo: {port: 0}}
+provider:
+  services:
+    greeter: {interface: org.example.Greeter, version: "1.0"}
+    upper: {interface: org.example.Upper}
+    secret: {interface: org.other.Secret}
+`, weft.WithService("greeter", greeter{}), weft.WithService("upper", upper{}), weft.WithService("secret", secret{}))
+
+	dubboPort, triPort := freeTCPPort(t), freeTCPPort(t)
+	newApp(t, `
+application: {name: gateway}
+registries: {local: {address: "embedded://`+dir+`"}}
+protocols: {dubbo: {port: `+dubboPort+`}, tri: {port: `+triPort+`}}
+consumer:
+  references:
+    any: {interface: "*", protocol: dubbo, timeout: 2000}
+provider:
+  services:
+    gw: {interface: "*", impl: {forward: any, allow: ["org.example.*"]}}
+`)
+
+	var g greeterClient
+	var u struct {
+		Upper func(ctx context.Context, s string) (string, error)
+	}
+	var s struct {
+		Get func(ctx context.Context) (string, error)
+	}
+	newApp(t, `
+application: {name: caller}
+consumer:
+  check: false
+  references:
+    greeter: {interface: org.example.Greeter, version: "1.0", url: "dubbo://127.0.0.1:`+dubboPort+`"}
+    upper: {interface: org.example.Upper, url: "dubbo://127.0.0.1:`+dubboPort+`"}
+    secret: {interface: org.other.Secret, url: "dubbo://127.0.0.1:`+dubboPort+`", retries: 0}
+`, weft.WithReference("greeter", &g), weft.WithReference("upper", &u), weft.WithReference("secret", &s))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := g.SayHello(ctx, "gateway"); err != nil || got != "hello gateway" {
+		t.Fatalf("greeter through the gateway: %q, %v", got, err)
+	}
+	if got, err := u.Upper(ctx, "abc"); err != nil || got != "ABC" {
+		t.Fatalf("upper through the gateway: %q, %v", got, err)
+	}
+	if _, err := s.Get(ctx); kernel.CodeOf(err) != kernel.CodeForbidden || !strings.Contains(err.Error(), "gateway gw does not forward org.other.Secret: it is not on its allow-list (org.example.*)") {
+		t.Fatalf("secret through the gateway: %v (code %v), want forbidden", err, kernel.CodeOf(err))
+	}
+	// The same gateway on tri, called as curl calls it.
+	if code, body := postJSON(t, "http://127.0.0.1:"+triPort+"/org.example.Greeter/sayHello", `["curl"]`, map[string]string{"tri-service-version": "1.0"}); code != 200 || body != `"hello curl"` {
+		t.Fatalf("over HTTP/1.1: %d %s", code, body)
+	}
+	// A service nobody provides: no provider, said by the reference.
+	if code, body := postJSON(t, "http://127.0.0.1:"+triPort+"/org.example.Nobody/x", `[]`, nil); code == 200 || !strings.Contains(body, "org.example.Nobody") {
+		t.Fatalf("no provider: %d %s", code, body)
 	}
 }

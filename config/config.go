@@ -179,6 +179,26 @@ type Impl struct {
 	// Forward names the reference (consumer.references.<id>) that each
 	// call is passed to.
 	Forward string `koanf:"forward"`
+	// Allow is a gateway's allow-list (a service of interface "*"
+	// forwarding to a reference of interface "*"): the services it
+	// forwards, by name or glob ("org.example.*"), each optionally with
+	// ":version". Calls of any other service are refused.
+	Allow []string `koanf:"allow"`
+	// Wasm is the module that implements the service (weft's ABI v1.2:
+	// it exports weft_on_call), with the sandbox and pool settings of a
+	// WASM filter (wasm.filters.<name>): SHA256 pins it, Config is its
+	// get_config, Clusters name what its http_call may reach
+	// ("ref:<reference id>" calls another service). A relative path set
+	// by a config file is relative to that file's directory. The file is
+	// watched: a new module replaces the old without a restart.
+	Wasm           string            `koanf:"wasm"`
+	SHA256         string            `koanf:"sha256"`
+	Config         map[string]any    `koanf:"config"`
+	MaxInstances   int               `koanf:"max_instances"`
+	MaxMemoryPages int               `koanf:"max_memory_pages"`
+	Timeout        int               `koanf:"timeout" unit:"ms"`
+	Clusters       map[string]string `koanf:"clusters"`
+	MaxCallouts    int               `koanf:"max_callouts"`
 }
 
 // Router is one routing rule of a reference: a condition rule,

@@ -119,7 +119,8 @@ var guestExports = []struct {
 }{
 	{exportVersion, sigI32, true},
 	{exportAlloc, sigArgs, true},
-	{exportOnRequest, sigI32, true},
+	{exportOnRequest, sigI32, false}, // a filter's (or weft_on_call: staticReport)
+	{exportOnCall, sigI32, false},
 	{exportOnResponse, sigI32, false},
 	{exportInitialize, sigVoid, false},
 	{exportOnTick, sigVoid, false},
@@ -188,7 +189,8 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 	roles := map[string]string{
 		exportVersion:      "ABI version (required)",
 		exportAlloc:        "allocator for data the host returns (required)",
-		exportOnRequest:    "request callback (required)",
+		exportOnRequest:    "request callback (a filter's)",
+		exportOnCall:       "call handler (a service's, v1.2)",
 		exportOnResponse:   "response callback (optional)",
 		exportInitialize:   "reactor initialisation, run once per instance (optional)",
 		exportOnTick:       "tick callback, after set_tick_period (optional, v1.1)",
@@ -227,6 +229,10 @@ func staticReport(cm wazero.CompiledModule, wasi map[string]api.FunctionDefiniti
 			}
 			problems = append(problems, p)
 		}
+	}
+	if funcs[exportOnRequest] == nil && funcs[exportOnCall] == nil {
+		problems = append(problems, fmt.Sprintf("missing export %q %s (a filter's request callback), or %q %s (a service's call handler)",
+			exportOnRequest, sigI32, exportOnCall, sigI32))
 	}
 	return imports, exports, problems
 }

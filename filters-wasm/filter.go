@@ -38,6 +38,10 @@ const (
 type Config struct {
 	// Name is the filter's extension name, used in errors and logs.
 	Name string
+	// Service makes the module a service's implementation (a service's
+	// impl.wasm): it must export weft_on_call, which Serve runs, and
+	// need not export weft_on_request.
+	Service bool
 	// Path is the module file. It is read at New and, when watched, again
 	// whenever it changes.
 	Path string
@@ -126,6 +130,7 @@ type Config struct {
 // concurrent use; Close releases it.
 type Filter struct {
 	name         string
+	service      bool // a service's module (Serve), not a filter's
 	path         string
 	timeout      time.Duration
 	initTimeout  time.Duration
@@ -248,7 +253,7 @@ func prepare(c Config) (*Filter, error) {
 	if c.Name == "" {
 		return nil, errors.New("wasmfilter: a filter needs a name")
 	}
-	f := &Filter{name: c.Name, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
+	f := &Filter{name: c.Name, service: c.Service, path: c.Path, timeout: c.Timeout, initTimeout: c.InitTimeout, maxPages: c.MaxMemoryPages,
 		maxIdle: c.MaxIdle, maxInstances: c.MaxInstances, log: c.Log, counters: c.Counters, failOpen: c.FailOpen, vmID: c.VMID,
 		tickStop: make(chan struct{})}
 	switch c.ABI {
@@ -420,6 +425,9 @@ func (f *Filter) load(ctx context.Context, data []byte) (*version, error) {
 		cm.Close(ctx)
 		return nil, fmt.Errorf("module %s does not follow weft's WASM ABI v1 (run `weft wasm check %s`): %s",
 			f.path, f.path, strings.Join(problems, "; "))
+	} else if err := f.roleExports(cm); err != nil {
+		cm.Close(ctx)
+		return nil, err
 	}
 	v := &version{f: f, cm: cm, seq: f.seq + 1, config: f.config, live: 1, creating: 1, pwABI: pwVersion(cm)}
 	in, err := v.create()
@@ -657,6 +665,9 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 		return kernel.Result{}, err
 	}
 	in.begin(next, inv)
+	if dl, ok := ctx.Deadline(); ok {
+		in.deadline = dl.UnixMilli() // get_deadline
+	}
 	wc := f.weftTrack(in, ctx) // nil unless the filter may call out (http_call)
 	if wc != nil {
 		defer f.weftUntrack(in, wc)

@@ -105,6 +105,10 @@ func (in *instance) hGetArguments(ctx context.Context, s []uint64) {
 		s[0] = statusNotFound
 		return
 	}
+	if in.args != nil {
+		s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.args))
+		return
+	}
 	in.scratch = appendJSON(in.scratch[:0], in.inv.Args)
 	s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.scratch))
 }
@@ -151,7 +155,7 @@ func (in *instance) hSetAttachment(ctx context.Context, s []uint64) {
 		return
 	}
 	k := in.intern(key)
-	if in.phase == phaseResponse {
+	if in.phase == phaseResponse || in.phase == phaseServe {
 		if in.res.Attachments == nil {
 			in.res.Attachments = make(map[string]any, 2)
 		}
@@ -174,7 +178,7 @@ func (in *instance) hRemoveAttachment(ctx context.Context, s []uint64) {
 		return
 	}
 	k := unsafe.String(unsafe.SliceData(key), len(key))
-	if in.phase == phaseResponse {
+	if in.phase == phaseResponse || in.phase == phaseServe {
 		delete(in.res.Attachments, k)
 	} else {
 		in.inv.RemoveAttachment(k)
@@ -268,7 +272,7 @@ func (h *host) instance(mod api.Module) *instance {
 func (in *instance) attachment(k string) (string, bool) {
 	var v any
 	var ok bool
-	if in.phase == phaseResponse {
+	if in.phase == phaseResponse || in.phase == phaseServe {
 		v, ok = in.res.Attachments[k]
 	}
 	if !ok {

@@ -397,6 +397,7 @@ type instance struct {
 	memSeen int64
 
 	alloc, onRequest, onResponse api.Function
+	onCall                       api.Function // weft_on_call (v1.2): a service's handler
 	onTick                       api.Function // weft_on_tick (v1.1)
 
 	// stack is the parameter/result stack of callbacks (proxy-wasm's take
@@ -444,6 +445,11 @@ type instance struct {
 	rejMsg   string
 	abiErr   error  // the first ABI violation a host function saw
 	scratch  []byte // arguments/result JSON, reused
+	// answer is what a service's weft_on_call answered (set_result: JSON),
+	// nil when it set none; deadline the call's, Unix ms (0: none).
+	answer   []byte
+	deadline int64
+	args     []byte // a service's arguments as JSON, given by Serve
 	keys     map[string]string
 
 	// pw is the proxy-wasm side of an instance of a proxy-wasm filter.
@@ -456,6 +462,7 @@ const (
 	phaseIdle = iota
 	phaseRequest
 	phaseResponse
+	phaseServe // weft_on_call: set_result answers, attachments set go back with the result
 )
 
 var errGuestTimeout = errors.New("guest ran past the filter's timeout")
@@ -510,9 +517,10 @@ func (v *version) instantiate() (*instance, error) {
 		in.onRequest = mod.ExportedFunction(exportOnRequest)
 		in.onResponse = mod.ExportedFunction(exportOnResponse)
 		in.onTick = mod.ExportedFunction(exportOnTick)
-		if in.mem == nil || in.alloc == nil || in.onRequest == nil {
+		in.onCall = mod.ExportedFunction(exportOnCall)
+		if in.mem == nil || in.alloc == nil || (in.onRequest == nil && in.onCall == nil) {
 			mod.Close(context.Background())
-			return nil, errors.New("instantiate: memory, weft_alloc or weft_on_request missing")
+			return nil, errors.New("instantiate: memory, weft_alloc, or weft_on_request and weft_on_call missing")
 		}
 	}
 	in.closed, _ = closedWord(mod) // load reports the error, if any, when it decides on the fast path
@@ -664,6 +672,7 @@ func (in *instance) respond(res kernel.Result, err error) {
 func (in *instance) end() {
 	in.next, in.inv, in.phase = nil, nil, phaseIdle
 	in.res, in.callErr = kernel.Result{}, nil
+	in.answer, in.deadline, in.args = nil, 0, nil
 	if cap(in.scratch) > maxScratch {
 		in.scratch = nil // one call's large arguments are not kept for the instance's life
 	}

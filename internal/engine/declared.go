@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/weftrpc/weft/config"
+	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/proxy"
 	"github.com/weftrpc/weft/proxy/idl"
@@ -81,38 +83,97 @@ func (f forwarder) Invoke(ctx context.Context, inv *kernel.Invocation) (kernel.R
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	out := &kernel.Invocation{Method: inv.Method, ParamTypes: inv.ParamTypes, Args: inv.Args}
-	idl.CopyAttachments(out, inv)
+	out, err := idl.Pass(inv)
+	if err != nil {
+		return kernel.Result{}, err
+	}
 	return iv.Invoke(ctx, out)
 }
 
-// forward is a service's impl.forward: the reference its calls go to.
+// forward is what implements a service from config: a handler of its
+// declared interface, and for a forward its target (the reference), for a
+// WASM service its module.
 type forward struct {
 	idl.Handler
 	target func() (kernel.Invoker, error)
+	wasm   *wasmfilter.Filter
 }
 
 // handler makes what implements a service from config.
-func (rt *Runtime) handler(im *config.Impl) (forward, error) {
-	if im.Forward == "" {
-		return forward{}, errors.New("impl: give forward: <reference id> (a reference of consumer.references that each call is passed to)")
+func (rt *Runtime) handler(id string, im *config.Impl, declared *idl.Interface) (forward, error) {
+	switch {
+	case im.Forward != "" && im.Wasm != "":
+		return forward{}, atKey("impl", errors.New("give forward or wasm, not both"))
+	case im.Wasm != "":
+		return rt.wasmHandler(id, im, declared)
+	case im.Forward == "":
+		return forward{}, atKey("impl", errors.New("give forward: <reference id> (a reference of consumer.references that each call is passed to), or wasm: <module.wasm>"))
 	}
 	rc, ok := rt.cfg.Consumer.References[im.Forward]
 	if !ok {
-		return forward{}, fmt.Errorf("impl.forward: no reference %q in consumer.references (references: %s)",
-			im.Forward, strings.Join(sortedKeys(rt.cfg.Consumer.References), ", "))
+		return forward{}, atKey("impl.forward", fmt.Errorf("no reference %q in consumer.references (references: %s)",
+			im.Forward, strings.Join(sortedKeys(rt.cfg.Consumer.References), ", ")))
 	}
-	id := im.Forward
+	ref := im.Forward
 	target := func() (kernel.Invoker, error) {
-		r, ok := rt.refs[id]
+		r, ok := rt.refs[ref]
 		if !ok {
-			return nil, kernel.Errorf(kernel.CodeNoProvider, "reference %q is not referred", id)
+			return nil, kernel.Errorf(kernel.CodeNoProvider, "reference %q is not referred", ref)
 		}
 		return r.current()
 	}
 	msgs := rc.Protocol == "tri" || strings.HasPrefix(rc.URL, "tri://")
-	return forward{idl.Forward(target, idl.ForwardOptions{Messages: msgs}), target}, nil
+	return forward{Handler: idl.Forward(target, idl.ForwardOptions{Messages: msgs}), target: target}, nil
 }
+
+// wasmHandler compiles a service's module (its first instance started, so
+// that a module that cannot serve fails New) and serves the declared
+// interface with it: the guest gets the arguments in their declared types
+// as JSON, and answers in JSON that the interface puts in its result type.
+func (rt *Runtime) wasmHandler(id string, im *config.Impl, declared *idl.Interface) (forward, error) {
+	if declared == nil {
+		return forward{}, atKey("impl.wasm", errors.New("a WASM service declares its interface: idl: <file.proto>, or methods.<name>.params and returns with Java types"))
+	}
+	for k, c := range im.Clusters {
+		if r, ok := strings.CutPrefix(c, "ref:"); ok {
+			if _, known := rt.cfg.Consumer.References[r]; !known {
+				return forward{}, atKey("impl.clusters."+k, fmt.Errorf("no reference %q in consumer.references (references: %s)",
+					r, strings.Join(sortedKeys(rt.cfg.Consumer.References), ", ")))
+			}
+		}
+	}
+	f, err := wasmfilter.New(context.Background(), wasmfilter.Config{
+		Name: id, Service: true, Path: im.Wasm, SHA256: im.SHA256, Settings: im.Config,
+		MaxInstances: im.MaxInstances, MaxMemoryPages: uint32(max(im.MaxMemoryPages, 0)),
+		Timeout: time.Duration(im.Timeout) * time.Millisecond, Clusters: im.Clusters, MaxCallouts: im.MaxCallouts,
+		Log: rt.log.With("service", id),
+	})
+	if err != nil {
+		return forward{}, atKey("impl.wasm", err)
+	}
+	f.SetReferences(rt.Reference)
+	rt.wasmServices = append(rt.wasmServices, f)
+	h := idl.HandlerFunc(func(ctx context.Context, c *idl.Call) (kernel.Result, error) {
+		args, err := c.ArgsJSON()
+		if err != nil {
+			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s: arguments as JSON", id)
+		}
+		return f.Serve(ctx, c.Inv, args)
+	})
+	return forward{Handler: h, wasm: f}, nil
+}
+
+// keyError is a config error of one key below the service's path
+// ("impl.wasm"), so that it is reported at its full key path.
+type keyError struct {
+	key string
+	err error
+}
+
+func (e *keyError) Error() string { return e.key + ": " + e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
+
+func atKey(key string, err error) error { return &keyError{key, err} }
 
 // declare reads a service's declared interface: its IDL, or its methods'
 // Java types. nil (and no error) for a forward of an interface that is not
@@ -127,7 +188,7 @@ func (rt *Runtime) declare(sc config.Service) (*idl.Interface, error) {
 	if sc.IDL != "" {
 		it, err := idl.LoadProto(sc.IDL, sc.Service, nil, table)
 		if err != nil {
-			return nil, fmt.Errorf("idl: %w", err)
+			return nil, atKey("idl", err)
 		}
 		return it, nil
 	}
@@ -142,7 +203,7 @@ func (rt *Runtime) declare(sc config.Service) (*idl.Interface, error) {
 	}
 	it, err := idl.FromTable(sc.Interface, table)
 	if err != nil {
-		return nil, fmt.Errorf("methods: %w", err)
+		return nil, err
 	}
 	return it, nil
 }

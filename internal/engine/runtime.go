@@ -21,6 +21,7 @@ import (
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
+	wasmfilter "github.com/weftrpc/weft/filters-wasm"
 	gov "github.com/weftrpc/weft/governance"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/generic"
@@ -61,8 +62,12 @@ type Runtime struct {
 	life lifeState
 
 	services []*service
-	refs     map[string]*reference
-	refIDs   []string
+	gateways []*gateway
+	// wasmServices are the modules of services implemented in WASM:
+	// watched from start, closed at stop (or when New fails).
+	wasmServices []*wasmfilter.Filter
+	refs         map[string]*reference
+	refIDs       []string
 
 	exporters []extension.Exporter
 
@@ -186,6 +191,9 @@ func New(d Deps) (*Runtime, error) {
 		}
 	}
 	if len(c.errs) > 0 {
+		for _, f := range rt.wasmServices {
+			f.Close()
+		}
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(c.errs...))
 	}
 	// WASM filters' callouts to ref: clusters call the App's references;
@@ -306,6 +314,10 @@ func (rt *Runtime) buildServices(c *checks) {
 			c.name(path+".methods."+m+".loadbalance", mc.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
 		}
 		s, err := rt.buildService(id, sc, rt.reg)
+		if ke := (*keyError)(nil); errors.As(err, &ke) {
+			c.fail(path+"."+ke.key, ke.err)
+			continue
+		}
 		if err != nil {
 			c.fail(path, err)
 			continue
@@ -328,6 +340,13 @@ func (rt *Runtime) buildReferences(c *checks) {
 		}
 		if err := registry.CheckModes("", rc.MigrationStep); err != nil {
 			c.fail(path+".migration_step", err)
+		}
+		if rc.Interface == "*" {
+			// A gateway's template: referred per service it forwards.
+			if !rt.gatewayTemplate(id) {
+				c.fail(path+".interface", errors.New(`"*" is the template of a gateway's references: name this reference in the impl.forward of a service of interface "*"`))
+			}
+			continue
 		}
 		r, err := rt.buildReference(rt.cfg, id, rc)
 		if err == nil {
@@ -401,7 +420,8 @@ func (rt *Runtime) protocolFor(id string) (config.Protocol, error) {
 func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*service, error) {
 	var impl any
 	var declared *idl.Interface
-	if sc.Impl != nil {
+	gatewayed := sc.Interface == "*"
+	if sc.Impl != nil && !gatewayed {
 		var err error
 		if declared, err = rt.declare(sc); err != nil {
 			return nil, err
@@ -413,7 +433,7 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 	if sc.Interface == "" {
 		return nil, errors.New("interface is required, e.g. interface: org.example.Greeter")
 	}
-	if sc.Impl == nil {
+	if sc.Impl == nil && !gatewayed {
 		if sc.IDL != "" || sc.Service != "" {
 			return nil, errors.New("idl and service declare the interface of a service implemented from config: give impl (forward: <reference id>), or remove them and register a Go implementation")
 		}
@@ -488,8 +508,18 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 		s.urls = append(s.urls, kernel.NewURL(p.Name, host, p.Port, sc.Interface, pp))
 	}
 	var inner innerInvoker
-	if sc.Impl != nil {
-		h, err := rt.handler(sc.Impl)
+	switch {
+	case gatewayed:
+		g, err := rt.newGateway(id, sc, s.urls[0])
+		if err != nil {
+			return nil, err
+		}
+		// Never registered: "*" names no service a consumer looks up.
+		s.register = false
+		rt.gateways = append(rt.gateways, g)
+		inner = g
+	case sc.Impl != nil:
+		h, err := rt.handler(id, sc.Impl, declared)
 		if err != nil {
 			return nil, err
 		}
@@ -498,7 +528,7 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 		} else {
 			inner = idlInvoker{idl.NewInvoker(s.urls[0], declared, h.Handler)}
 		}
-	} else {
+	default:
 		inv, err := proxy.NewServiceInvoker(s.urls[0], impl)
 		if err != nil {
 			return nil, err
@@ -778,6 +808,9 @@ func (rt *Runtime) start(ctx context.Context) (err error) {
 		}
 	}
 	rt.watchConfig()
+	for _, f := range rt.wasmServices {
+		f.Watch(wasmfilter.DefaultWatchInterval) // a new module replaces the old
+	}
 	rt.life.started.Store(true)
 	rt.log.Info("weft: started", "application", rt.cfg.Application.Name, "services", len(rt.services),
 		"references", len(rt.refIDs), "took", time.Since(began).Round(time.Microsecond))
@@ -1041,10 +1074,16 @@ func (rt *Runtime) stop(ctx context.Context) error {
 			(*p).Destroy()
 		}
 	}
+	for _, g := range rt.gateways {
+		g.close()
+	}
 	for i := len(rt.exporters) - 1; i >= 0; i-- {
 		rt.exporters[i].Unexport()
 	}
 	rt.exporters = nil
+	for _, f := range rt.wasmServices {
+		f.Close() // after the exporters drained the calls it served
+	}
 	if rt.layer != nil {
 		rt.layer.Close(ctx)
 	}

@@ -24,9 +24,18 @@ func (t *Table[E]) load() map[string]E {
 	return nil
 }
 
-// Lookup returns the exporter of key.
+// Wildcard is the service key of a gateway's export (interface "*"): it
+// serves the calls of every service the server does not export itself.
+const Wildcard = "*"
+
+// Lookup returns the exporter of key, or the gateway's (Wildcard) when
+// key is not exported and a gateway is.
 func (t *Table[E]) Lookup(key string) (E, bool) {
-	e, ok := t.load()[key]
+	m := t.load()
+	e, ok := m[key]
+	if !ok {
+		e, ok = m[Wildcard]
+	}
 	return e, ok
 }
 

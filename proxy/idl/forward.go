@@ -60,6 +60,41 @@ func Forward(target func() (kernel.Invoker, error), o ForwardOptions) Handler {
 	})
 }
 
+// Pass is the invocation that forwards in as it came, for an interface
+// that is not declared: the same method and arguments as the protocol
+// read them (hessian2 values with their Java descriptor; Triple's message
+// bytes, which a Triple provider reads as they are), and the attachments
+// but the hop's. JSON arguments (Triple's HTTP/1.1 form) say no Java
+// types: they go as Dubbo's generic call, whose provider finds the method
+// by its name.
+func Pass(in *kernel.Invocation) (*kernel.Invocation, error) {
+	var out *kernel.Invocation
+	for i, a := range in.Args {
+		e, ok := a.(kernel.Encoded)
+		if !ok || e.Encoding() != "json" {
+			continue
+		}
+		args := make([]any, len(in.Args))
+		copy(args, in.Args)
+		for j := i; j < len(args); j++ {
+			if e, ok := args[j].(kernel.Encoded); ok && e.Encoding() == "json" {
+				v, err := javaValue(e, "java.lang.Object")
+				if err != nil {
+					return nil, kernel.Wrap(kernel.CodeSerialization, err, "argument %d", j)
+				}
+				args[j] = v
+			}
+		}
+		out = proxy.GenericInvocation(in.Method, nil, args)
+		break
+	}
+	if out == nil {
+		out = &kernel.Invocation{Method: in.Method, ParamTypes: in.ParamTypes, Args: in.Args}
+	}
+	CopyAttachments(out, in)
+	return out, nil
+}
+
 // hopKeys are the attachments that address one hop of a call: a forward
 // sets its own.
 var hopKeys = map[string]bool{

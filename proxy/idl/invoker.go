@@ -2,10 +2,12 @@ package idl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -185,11 +187,14 @@ func result(m *Method, v any, messages bool) (any, error) {
 		}
 		return messageValue(msg, "", 0), nil
 	}
-	if e, ok := v.(kernel.Encoded); ok && e.Encoding() != "json" {
-		return nil, fmt.Errorf("a %s message where %s is declared", e.Encoding(), m.Returns)
-	}
 	if m.Returns == "" || m.Returns == "void" {
 		return nil, nil
+	}
+	if e, ok := v.(kernel.Encoded); ok {
+		if e.Encoding() != "json" {
+			return nil, fmt.Errorf("a %s message where %s is declared", e.Encoding(), m.Returns)
+		}
+		return javaValue(e, m.Returns)
 	}
 	if pm, ok := v.(proto.Message); ok {
 		v = messageValue(pm.ProtoReflect(), "", 0)
@@ -225,4 +230,23 @@ func scalarValue(v any) bool {
 	}
 	_, b := v.([]byte)
 	return b
+}
+
+// guestLimits bound the JSON of a call's arguments handed to a guest: as
+// the WASM filters' view, strings whole, the total well below an
+// instance's memory.
+var guestLimits = view.Limits{MaxDepth: 64, MaxNodes: 1 << 20, MaxString: 0, MaxBytes: 8 << 20}
+
+// ArgsJSON is the call's arguments as a JSON array in their declared
+// types: a proto method's request in protobuf's JSON form, a table
+// method's arguments as JSON (bounded as any view of a decoded value).
+func (c *Call) ArgsJSON() ([]byte, error) {
+	if c.Method.Proto() {
+		b, err := protojson.Marshal(c.Args[0].(proto.Message))
+		if err != nil {
+			return nil, err
+		}
+		return append(append([]byte{'['}, b...), ']'), nil
+	}
+	return json.Marshal(view.JSONWith(c.Args, guestLimits))
 }

@@ -243,6 +243,12 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	inv := &f.inv
 	*inv = kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString(), TLS: ch.TLS(), MTLS: ch.MTLS()}
 	inv.SetAttachments(r.Attachments)
+	if e.invoker.URL().Interface() == exports.Wildcard {
+		// A gateway: it learns which service was called from here.
+		inv.SetAttachment(kernel.KeyInterface, iface)
+		inv.SetAttachment(kernel.KeyGroup, group)
+		inv.SetAttachment(kernel.KeyVersion, version)
+	}
 	// The consumer's deadline travels: no provider works for a consumer
 	// that gave up. Filters, the implementation and WASM guests see it; the
 	// provider's own `timeout` (the timeout filter) may cut it shorter.

@@ -120,6 +120,9 @@ type server struct {
 
 func (s *server) lookup(key string) *exporter {
 	e, _ := s.exporters.Lookup(key)
+	if e != nil && (key == healthService || strings.HasPrefix(key, "grpc.reflection.")) && e.invoker.URL().Interface() == exports.Wildcard {
+		return nil // the server's own services are never a gateway's
+	}
 	return e
 }
 
@@ -302,6 +305,7 @@ func (h *handler) Reply(conn *netty.Conn, req *netty.Request) *netty.Response {
 		*inv = kernel.Invocation{Method: c.method, Args: all.args[:], RemoteAddr: conn.RemoteAddrString(), TLS: conn.TLS(), MTLS: conn.MTLS()}
 	}
 	inv.SetAttachments(attachmentsOf(hdr))
+	addressed(e, inv, c.service, header(hdr, headerServiceGroup), header(hdr, headerServiceVersion))
 	budget := c.timeout
 	if own := e.invoker.URL().MethodTimeout(c.method, 0); own > 0 && (budget <= 0 || own < budget) {
 		budget = own
@@ -612,6 +616,7 @@ func (h *handler) replyHTTP1(conn *netty.Conn, c *http1Call) []byte {
 		}
 	}
 	inv.SetAttachments(att)
+	addressed(e, inv, svc, r.headers[headerServiceGroup], r.headers[headerServiceVersion])
 	var deadline time.Time
 	if own := e.invoker.URL().MethodTimeout(method, 0); own > 0 {
 		deadline = time.Now().Add(own)
@@ -700,6 +705,17 @@ func attachmentsOf(h []hpackField) map[string]any {
 		}
 	}
 	return att
+}
+
+// addressed tells a gateway (an export of interface "*", which serves
+// every service not exported here) which service a call is for.
+func addressed(e *exporter, inv *kernel.Invocation, svc, group, version string) {
+	if e.invoker.URL().Interface() != exports.Wildcard {
+		return
+	}
+	inv.SetAttachment(kernel.KeyInterface, svc)
+	inv.SetAttachment(kernel.KeyGroup, group)
+	inv.SetAttachment(kernel.KeyVersion, version)
 }
 
 // protoArg is a request message not decoded yet: its type is the method's

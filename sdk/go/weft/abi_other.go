@@ -37,3 +37,5 @@ func hostQueueResolve(_, _ string, _ *uint32) int32 { return noHost() }
 func hostQueueEnqueue(_ uint32, _ string) int32     { return noHost() }
 func hostQueueDequeue(_ uint32, _, _ *uint32) int32 { return noHost() }
 func hostGetProperty(_ string, _, _ *uint32) int32  { return noHost() }
+func hostSetResult(_ string) int32                  { return noHost() }
+func hostGetDeadline() int64                        { return int64(noHost()) }

@@ -91,3 +91,11 @@ func hostQueueDequeue(id uint32, retPtrPtr, retLenPtr *uint32) int32
 
 //go:wasmimport weft get_property
 func hostGetProperty(path string, retPtrPtr, retLenPtr *uint32) int32
+
+// ABI v1.2: services.
+
+//go:wasmimport weft set_result
+func hostSetResult(json string) int32
+
+//go:wasmimport weft get_deadline
+func hostGetDeadline() int64

@@ -101,6 +101,7 @@ func OnResponse(h Handler) { onResponse = h }
 
 func init() {
 	hooks.Response = func() int32 { return int32(dispatch(true)) }
+	hooks.Call = func() int32 { return int32(dispatchCall()) }
 }
 
 // ErrBadArgument is returned when the host refused an argument: a key or
@@ -653,3 +654,91 @@ func validUTF8(s string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A module can implement a service instead of filtering one (ABI v1.2,
+// sdk/ABI.md "Services"): configured as a service's impl.wasm, it answers
+// each call of the service's declared interface.
+
+// CallHandler answers one call of a service: the result as JSON ("" is
+// null), or an error. An *Error says its code (CodeBiz by default: a
+// business error, with its Java class when Class is set); any other error
+// is a business error with its text.
+type CallHandler func(c *Call) (result string, err error)
+
+var onCall CallHandler
+
+// Serve registers the handler of the service's calls. Register it in an
+// init function, and import package service, which exports weft_on_call:
+//
+//	import _ "github.com/weftrpc/weft/sdk/go/weft/service"
+func Serve(h CallHandler) { onCall = h }
+
+// Error is a failed call of a service. Code CodeBiz (the zero value is
+// CodeUnknown: set it) is a business error, which callers get as the
+// service's exception: Class names its Java class
+// (java.lang.IllegalArgumentException), as a Java provider's would.
+type Error struct {
+	Code    Code
+	Class   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Class != "" {
+		return e.Class + ": " + e.Message
+	}
+	return e.Message
+}
+
+// Args returns the call's arguments, parsed from their JSON: strings,
+// float64 numbers, bools, nil, []any and map[string]any.
+func (c *Call) Args() ([]any, error) {
+	v, err := parseJSON(c.Arguments())
+	if err != nil {
+		return nil, err
+	}
+	args, _ := v.([]any)
+	return args, nil
+}
+
+// Deadline returns the call's deadline in Unix milliseconds; false when it
+// has none.
+func (c *Call) Deadline() (int64, bool) {
+	ms := hostGetDeadline()
+	return ms, ms != 0
+}
+
+// JSONString returns s as a JSON string.
+func JSONString(s string) string { return string(appendJSONString(nil, s)) }
+
+// dispatchCall runs the service's handler for one call.
+func dispatchCall() (action Action) {
+	defer release()
+	c := &Call{}
+	defer func() {
+		if r := recover(); r != nil {
+			msg := "wasm service panic: " + panicText(r)
+			Log(LevelError, msg)
+			action = c.Reject(CodeUnknown, msg)
+		}
+	}()
+	if onCall == nil {
+		const msg = "weft: the module registered no service handler (weft.Serve, in func init: main never runs)"
+		Log(LevelError, msg)
+		return c.Reject(CodeUnknown, msg)
+	}
+	result, err := onCall(c)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			return c.Reject(e.Code, e.Error())
+		}
+		return c.Reject(CodeBiz, err.Error())
+	}
+	if result == "" {
+		result = "null"
+	}
+	if hostSetResult(validUTF8(result)) != statusOK {
+		return c.Reject(CodeSerialization, "the service's result is not JSON")
+	}
+	return Continue
+}

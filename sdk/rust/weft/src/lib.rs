@@ -180,6 +180,9 @@ pub mod sys {
         pub fn queue_enqueue(id: u32, item_ptr: *const u8, item_len: usize) -> i32;
         pub fn queue_dequeue(id: u32, ret_ptr: *mut *const u8, ret_len: *mut usize) -> i32;
         pub fn get_property(path_ptr: *const u8, path_len: usize, ret_ptr: *mut *const u8, ret_len: *mut usize) -> i32;
+        // ABI v1.2: services
+        pub fn set_result(json_ptr: *const u8, json_len: usize) -> i32;
+        pub fn get_deadline() -> i64;
     }
 
     /// Off wasm (unit tests, docs) the host is absent: getters find nothing.
@@ -217,6 +220,8 @@ pub mod sys {
         pub unsafe fn queue_enqueue(_: u32, _: *const u8, _: usize) -> i32 { 2 }
         pub unsafe fn queue_dequeue(_: u32, _: *mut *const u8, _: *mut usize) -> i32 { 2 }
         pub unsafe fn get_property(_: *const u8, _: usize, _: *mut *const u8, _: *mut usize) -> i32 { 1 }
+        pub unsafe fn set_result(_: *const u8, _: usize) -> i32 { 1 }
+        pub unsafe fn get_deadline() -> i64 { 0 }
     }
     #[cfg(not(target_arch = "wasm32"))]
     pub use absent::*;
@@ -601,6 +606,73 @@ impl Call {
     }
 
     #[allow(clippy::mut_from_ref)]
+    /// ABI v1.2, in a service's `on_call`: the call's answer, a JSON value
+    /// (`BadArgument` when it is not JSON).
+    pub fn set_result(&self, json: &str) -> Result<(), Status> {
+        Status::check(unsafe { sys::set_result(json.as_ptr(), json.len()) })
+    }
+    /// ABI v1.2: the call's deadline in Unix milliseconds, `None` when it
+    /// has none.
+    pub fn deadline_ms(&self) -> Option<i64> {
+        match unsafe { sys::get_deadline() } {
+            0 => None,
+            ms => Some(ms),
+        }
+    }
+    /// The `n`th argument of a service's call, when it is a JSON string:
+    /// unescaped, in the arena.
+    pub fn arg_string(&self, n: usize) -> Option<&str> {
+        let args = self.arguments().ok()?;
+        let raw = json::string_body(json::element(args, n)?)?;
+        if !raw.as_bytes().contains(&b'\\') {
+            return Some(raw);
+        }
+        let out = self.arena_bytes(raw.len());
+        let mut k = 0;
+        for b in json::Unescape::new(raw) {
+            *out.get_mut(k)? = b;
+            k += 1;
+        }
+        core::str::from_utf8(out.get(..k)?).ok()
+    }
+    /// `s` as a JSON string (quoted and escaped), in the arena.
+    pub fn json_quote(&self, s: &str) -> &str {
+        let mut n = 2usize;
+        for c in s.bytes() {
+            n += match c {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' => 2,
+                0..=0x1f => 6,
+                _ => 1,
+            };
+        }
+        let out = self.arena_bytes(n);
+        let mut k = 0;
+        let mut put = |b: u8| {
+            out[k] = b;
+            k += 1;
+        };
+        put(b'"');
+        for c in s.bytes() {
+            match c {
+                b'"' => { put(b'\\'); put(b'"') }
+                b'\\' => { put(b'\\'); put(b'\\') }
+                b'\n' => { put(b'\\'); put(b'n') }
+                b'\r' => { put(b'\\'); put(b'r') }
+                b'\t' => { put(b'\\'); put(b't') }
+                0..=0x1f => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    for b in [b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]] {
+                        put(b);
+                    }
+                }
+                _ => put(c),
+            }
+        }
+        put(b'"');
+        // SAFETY: `s` was UTF-8 and only ASCII was inserted.
+        unsafe { core::str::from_utf8_unchecked(out) }
+    }
+
     fn arena_bytes(&self, n: usize) -> &mut [u8] {
         let p = arena::alloc_or_trap(n);
         // SAFETY: fresh arena bytes, never handed out again before the reset
@@ -797,6 +869,33 @@ pub mod json {
                 return None;
             }
             i += 1;
+        }
+    }
+
+    /// The raw JSON text of the `n`th element of the top-level array `json`.
+    pub fn element(json: &str, n: usize) -> Option<&str> {
+        let b = json.as_bytes();
+        let mut i = ws(b, 0);
+        if b.get(i) != Some(&b'[') {
+            return None;
+        }
+        i += 1;
+        let mut k = 0;
+        loop {
+            let start = ws(b, i);
+            let end = skip_value(b, start)?;
+            if end <= start {
+                return None;
+            }
+            if k == n {
+                return json.get(start..end);
+            }
+            i = ws(b, end);
+            if b.get(i) != Some(&b',') {
+                return None;
+            }
+            i += 1;
+            k += 1;
         }
     }
 
@@ -1030,6 +1129,37 @@ macro_rules! filter {
     };
 }
 
+/// Defines the exports of a service implemented in WASM (ABI v1.2): the
+/// module is a service's `impl.wasm`, and `on_call` (a `fn(&weft::Call) ->
+/// weft::Action`) answers each call: it reads the method and arguments,
+/// sets the answer with [`Call::set_result`] (JSON) and attachments that go
+/// back with it, and returns [`Action::Continue`]; or fails the call with
+/// [`Call::reject`] — [`Code::Biz`] for a business error, whose message may
+/// start with its Java class (`"java.lang.IllegalArgumentException: ..."`).
+///
+/// ```ignore
+/// weft::service!(on_call = my_handler);
+/// ```
+#[macro_export]
+macro_rules! service {
+    (on_call = $call:path $(,)?) => {
+        #[no_mangle]
+        pub extern "C" fn weft_abi_version() -> i32 {
+            $crate::ABI_VERSION
+        }
+
+        #[no_mangle]
+        pub extern "C" fn weft_alloc(size: i32) -> i32 {
+            $crate::__alloc(size)
+        }
+
+        #[no_mangle]
+        pub extern "C" fn weft_on_call() -> i32 {
+            $crate::__run($call)
+        }
+    };
+}
+
 /// Defines a `#[panic_handler]` that traps, for `#![no_std]` filters (a
 /// crate using `std` has one already). The host then fails the call with a
 /// clear error and replaces the instance.
@@ -1080,6 +1210,14 @@ mod tests {
         assert_eq!(json::find("{\"k\\u0065y\":1}", "key"), Some("1"));
         assert_eq!(json::get_plain_str(j, "token"), Some("s3cret"));
         assert_eq!(json::get_plain_str(j, "n"), None);
+        let a = r#" ["x\"y", {"name":"n"} , 3,[1,2]] "#;
+        assert_eq!(json::element(a, 0), Some("\"x\\\"y\""));
+        assert_eq!(json::element(a, 1), Some("{\"name\":\"n\"}"));
+        assert_eq!(json::element(a, 2), Some("3"));
+        assert_eq!(json::element(a, 3), Some("[1,2]"));
+        assert_eq!(json::element(a, 4), None);
+        assert_eq!(json::element("[]", 0), None);
+        assert_eq!(json::element("{}", 0), None);
     }
 
     #[test]
@@ -1113,6 +1251,7 @@ mod tests {
         assert_eq!(call.json_string(r#"{"t":1}"#, "t"), None);
         // (the arena is one per process: keep its users in this one test)
         assert_eq!(call.concat(&["rl:", "sayHello"]), "rl:sayHello");
+        assert_eq!(call.json_quote("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
     }
 
     #[test]

@@ -8,4 +8,7 @@ var (
 	// ResponseExported is set when package onresponse is linked in, i.e.
 	// when the module exports weft_on_response.
 	ResponseExported bool
+	// Call runs a service's handler (weft_on_call); package weft sets it,
+	// package service exports it.
+	Call func() int32
 )
