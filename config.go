@@ -108,10 +108,10 @@ func (p envSource) load(k *koanf.Koanf) error {
 // with a bad value is rejected whole.
 func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	k := koanf.New(".")
-	// wasmFrom is, by filter name, the config file that last set its path
-	// ("" for a YAML string or the environment): each source is loaded on
-	// its own, then merged, so that which keys it set is known.
-	wasmFrom := map[string]string{}
+	// from is, by key, the config file that last set it ("" for a YAML
+	// string or the environment): each source is loaded on its own, then
+	// merged, so that which keys it set is known (config.ResolvePaths).
+	from := map[string]string{}
 	for _, s := range sources {
 		one := koanf.New(".")
 		if err := s.load(one); err != nil {
@@ -119,9 +119,7 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 		}
 		file, _ := s.(fileSource)
 		for _, key := range one.Keys() {
-			if name, ok := wasmfilter.PathKey(key); ok {
-				wasmFrom[name] = string(file)
-			}
+			from[key] = string(file)
 		}
 		if err := k.Merge(one); err != nil {
 			return nil, fmt.Errorf("weft: config: %w", err)
@@ -137,7 +135,7 @@ func LoadConfig(sources ...ConfigSource) (*Config, error) {
 	if errs := cfg.Validate(k.Exists); len(errs) > 0 {
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(errs...))
 	}
-	if err := cfg.Wasm.ResolvePaths(wasmFrom); err != nil {
+	if err := cfg.ResolvePaths(from); err != nil {
 		return nil, err
 	}
 	return &cfg, nil

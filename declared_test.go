@@ -301,3 +301,27 @@ consumer:
 		t.Fatalf("no provider: %d %s", code, body)
 	}
 }
+
+// An IDL named by a config file is found beside that file, wherever the
+// App is started from.
+func TestDeclaredPathsRelativeToConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greeter.proto"), []byte(greeterProto), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "weft.yaml")
+	if err := os.WriteFile(cfg, []byte(`
+qos: {enable: false}
+consumer: {references: {up: {interface: a.B, url: "dubbo://127.0.0.1:1", check: false}}}
+provider: {services: {s: {idl: greeter.proto, impl: {forward: up}}}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app, err := weft.New(weft.WithConfig(weft.ConfigFiles(cfg)...), weft.WithoutEnv(), weft.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := app.Config().Provider.Services["s"].IDL; got != filepath.Join(dir, "greeter.proto") {
+		t.Fatalf("idl resolved to %s", got)
+	}
+}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	wasmfilter "github.com/weftrpc/weft/filters-wasm"
+	"path/filepath"
 	"strings"
 )
 
@@ -117,4 +119,49 @@ func ExpandValue(at string, v any, lookup func(string) (string, bool)) (any, boo
 		return out, changed, nil
 	}
 	return v, false, nil
+}
+
+// ResolvePaths makes the relative file paths a config file set relative to
+// that file's directory, as absolute paths: a config and the files it names
+// (WASM modules, IDLs) are deployed together, wherever the App is started
+// from. from gives, by flattened key, the file that last set it ("" for a
+// YAML string or the environment, whose paths stay relative to the working
+// directory).
+func (c *Config) ResolvePaths(from map[string]string) error {
+	wasmFrom := map[string]string{}
+	for key, file := range from {
+		if name, ok := wasmfilter.PathKey(key); ok {
+			wasmFrom[name] = file
+		}
+	}
+	if err := c.Wasm.ResolvePaths(wasmFrom); err != nil {
+		return err
+	}
+	resolve := func(key, p string) (string, error) {
+		file := from[key]
+		if file == "" || p == "" || filepath.IsAbs(p) {
+			return p, nil
+		}
+		dir, err := filepath.Abs(filepath.Dir(file))
+		if err != nil {
+			return "", fmt.Errorf("weft: config: %s: cannot resolve %q against the directory of %s: %w", key, p, file, err)
+		}
+		return filepath.Join(dir, p), nil
+	}
+	for id, sc := range c.Provider.Services {
+		var err error
+		base := "provider.services." + id
+		if sc.IDL, err = resolve(base+".idl", sc.IDL); err != nil {
+			return err
+		}
+		if sc.Impl != nil {
+			im := *sc.Impl
+			if im.Wasm, err = resolve(base+".impl.wasm", im.Wasm); err != nil {
+				return err
+			}
+			sc.Impl = &im
+		}
+		c.Provider.Services[id] = sc
+	}
+	return nil
 }
