@@ -64,8 +64,10 @@ var capHostFunctions = map[string]struct {
 	"get_property":    {sigGetProp, (*instance).hGetProperty},
 	// v1.2: a service's handler answers with set_result; any callback
 	// reads the call's deadline.
-	"set_result":   {sigKey, (*instance).hSetResult},
-	"get_deadline": {sigNow, (*instance).hGetDeadline},
+	"set_result":          {sigKey, (*instance).hSetResult},
+	"set_result_string":   {sigKey, (*instance).hSetResultString},
+	"get_argument_string": {sigMsg, (*instance).hGetArgumentString},
+	"get_deadline":        {sigNow, (*instance).hGetDeadline},
 }
 
 // hGetProperty is get_property(path_ptr, path_len, ret_ptr_ptr,

@@ -450,7 +450,10 @@ type instance struct {
 	answer   []byte
 	deadline int64
 	args     []byte // a service's arguments as JSON, given by Serve
-	keys     map[string]string
+	values   []any  // and as values (get_argument_string)
+	// answerString: answer is a string set by set_result_string, not JSON.
+	answerString bool
+	keys         map[string]string
 
 	// pw is the proxy-wasm side of an instance of a proxy-wasm filter.
 	pw *pwInstance
@@ -672,7 +675,7 @@ func (in *instance) respond(res kernel.Result, err error) {
 func (in *instance) end() {
 	in.next, in.inv, in.phase = nil, nil, phaseIdle
 	in.res, in.callErr = kernel.Result{}, nil
-	in.answer, in.deadline, in.args = nil, 0, nil
+	in.answer, in.deadline, in.args, in.values, in.answerString = nil, 0, nil, nil, false
 	if cap(in.scratch) > maxScratch {
 		in.scratch = nil // one call's large arguments are not kept for the instance's life
 	}

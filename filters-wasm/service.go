@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero"
 
@@ -44,7 +46,7 @@ func (f *Filter) roleExports(cm wazero.CompiledModule) error {
 // inv's arguments. The result is the guest's JSON as it set it
 // (kernel.Encoded, "json"; JSON null when it set none), with the
 // attachments it set.
-func (f *Filter) Serve(ctx context.Context, inv *kernel.Invocation, args []byte) (kernel.Result, error) {
+func (f *Filter) Serve(ctx context.Context, inv *kernel.Invocation, args []byte, values []any) (kernel.Result, error) {
 	v, in, err := f.acquire(ctx, exportOnCall)
 	if err != nil {
 		if be, ok := err.(*backoffErr); ok {
@@ -53,7 +55,7 @@ func (f *Filter) Serve(ctx context.Context, inv *kernel.Invocation, args []byte)
 		return kernel.Result{}, err
 	}
 	in.begin(nil, inv)
-	in.phase, in.args = phaseServe, args
+	in.phase, in.args, in.values = phaseServe, args, values
 	if dl, ok := ctx.Deadline(); ok {
 		in.deadline = dl.UnixMilli()
 	}
@@ -78,7 +80,10 @@ func (f *Filter) Serve(ctx context.Context, inv *kernel.Invocation, args []byte)
 		v.put(in)
 		return res, err
 	}
-	out := jsonResult(in.answer)
+	var out any = jsonResult(in.answer)
+	if in.answerString {
+		out = string(in.answer)
+	}
 	res := kernel.Result{Value: out, Attachments: in.res.Attachments}
 	in.end()
 	v.put(in)
@@ -153,7 +158,49 @@ func (in *instance) hSetResult(ctx context.Context, s []uint64) {
 		s[0] = statusBadArgument
 		return
 	}
-	in.answer = append(in.answer[:0:0], b...)
+	in.answer, in.answerString = append(in.answer[:0:0], b...), false
+	s[0] = statusOK
+}
+
+// hGetArgumentString is get_argument_string(index, ret_ptr_ptr,
+// ret_len_ptr) (v1.2): in weft_on_call, the index-th argument when it is a
+// string, as it is (no JSON to parse: a guest's loop over each byte is
+// what a WASM call pays most for), always valid UTF-8 (invalid sequences
+// replaced by U+FFFD); NOT_FOUND when there is no such argument,
+// BAD_ARGUMENT when it is not a string.
+func (in *instance) hGetArgumentString(ctx context.Context, s []uint64) {
+	i := uint32(s[0]) // an i32: the stack slot's upper bits are not the guest's
+	if in == nil || in.phase != phaseServe || int64(i) >= int64(len(in.values)) {
+		s[0] = statusNotFound
+		return
+	}
+	str, ok := in.values[i].(string)
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
+	if !utf8.ValidString(str) {
+		// The guest may take the bytes as UTF-8 without checking them
+		// (a check is a loop over every byte, which a guest pays dearly).
+		str = strings.ToValidUTF8(str, "\uFFFD")
+	}
+	s[0] = uint64(in.returnBytes(ctx, uint32(s[1]), uint32(s[2]), unsafe.Slice(unsafe.StringData(str), len(str))))
+}
+
+// hSetResultString is set_result_string(ptr, len) (v1.2): in
+// weft_on_call, the call's answer is this string (valid UTF-8, else
+// BAD_ARGUMENT), with no JSON to write.
+func (in *instance) hSetResultString(ctx context.Context, s []uint64) {
+	if in == nil || in.phase != phaseServe {
+		s[0] = statusNotFound
+		return
+	}
+	b, ok := in.read(uint32(s[0]), uint32(s[1]))
+	if !ok || !utf8.Valid(b) {
+		s[0] = statusBadArgument
+		return
+	}
+	in.answer, in.answerString = append(in.answer[:0:0], b...), true
 	s[0] = statusOK
 }
 

@@ -158,7 +158,7 @@ func (rt *Runtime) wasmHandler(id string, im *config.Impl, declared *idl.Interfa
 		if err != nil {
 			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s: arguments as JSON", id)
 		}
-		return f.Serve(ctx, c.Inv, args)
+		return f.Serve(ctx, c.Inv, args, c.Args)
 	})
 	return forward{Handler: h, wasm: f}, nil
 }

@@ -52,6 +52,11 @@ func Forward(target func() (kernel.Invoker, error), o ForwardOptions) Handler {
 			msg := c.Args[0].(protoreflect.ProtoMessage).ProtoReflect()
 			class := JavaClass(m.In)
 			out = proxy.GenericInvocation(view.WireName(m.Name), []string{class}, []any{messageValue(msg, class, 0)})
+		case !m.Proto() && descriptorOK(m.Params):
+			// Java's scalar types: an ordinary call with the JVM
+			// descriptor, as a typed Java consumer makes it; a generic
+			// call's conversions on both ends cost more than the hop.
+			out = &kernel.Invocation{Method: m.Name, ParamTypes: Descriptor(m.Params), Args: c.Args}
 		default:
 			out = proxy.GenericInvocation(m.Name, m.Params, c.Args)
 		}
@@ -93,6 +98,48 @@ func Pass(in *kernel.Invocation) (*kernel.Invocation, error) {
 	}
 	CopyAttachments(out, in)
 	return out, nil
+}
+
+// jvmScalars are the Java types whose values a Go value written by hessian2
+// is, whatever the peer: no POJO to realize.
+var jvmScalars = map[string]string{
+	"boolean": "Z", "byte": "B", "char": "C", "short": "S", "int": "I", "long": "J", "float": "F", "double": "D",
+	"byte[]": "[B", "[B": "[B",
+	"java.lang.String": "Ljava/lang/String;", "java.lang.Boolean": "Ljava/lang/Boolean;", "java.lang.Integer": "Ljava/lang/Integer;",
+	"java.lang.Long": "Ljava/lang/Long;", "java.lang.Double": "Ljava/lang/Double;", "java.lang.Float": "Ljava/lang/Float;",
+	"java.lang.Short": "Ljava/lang/Short;", "java.lang.Byte": "Ljava/lang/Byte;", "java.lang.Character": "Ljava/lang/Character;",
+}
+
+func descriptorOK(types []string) bool {
+	for _, t := range types {
+		if _, ok := jvmScalars[t]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Descriptor is the JVM parameter descriptor of Java types
+// ("Ljava/lang/String;J"): Dubbo's, in every call's header.
+func Descriptor(types []string) string {
+	var b strings.Builder
+	for _, t := range types {
+		if d, ok := jvmScalars[t]; ok {
+			b.WriteString(d)
+			continue
+		}
+		dims := 0
+		for strings.HasSuffix(t, "[]") {
+			t, dims = strings.TrimSuffix(t, "[]"), dims+1
+		}
+		b.WriteString(strings.Repeat("[", dims))
+		if d, ok := jvmScalars[t]; ok && len(d) == 1 {
+			b.WriteString(d)
+		} else {
+			b.WriteString("L" + strings.ReplaceAll(t, ".", "/") + ";")
+		}
+	}
+	return b.String()
 }
 
 // hopKeys are the attachments that address one hop of a call: a forward

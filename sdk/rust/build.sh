@@ -25,7 +25,8 @@ deps="$(mktemp -d)"
 trap 'rm -rf "$deps"' EXIT
 # Same settings as [profile.release] in Cargo.toml and .cargo/config.toml.
 flags=(--edition 2021 --target "$target" -D warnings
-  -C opt-level=z -C panic=abort -C codegen-units=1 -C debuginfo=0)
+  -C opt-level=z -C panic=abort -C codegen-units=1 -C debuginfo=0
+  -C target-feature=+bulk-memory)
 "$rustc" "${flags[@]}" --crate-type rlib --crate-name weft \
   "$here/weft/src/lib.rs" --out-dir "$deps"
 for dir in "$here"/examples/*/; do

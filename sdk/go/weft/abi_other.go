@@ -32,10 +32,12 @@ func hostSetTickPeriod(_ uint32) int32                    { return noHost() }
 func hostHTTPCall(_, _, _, _, _ string, _ uint32, _, _, _, _, _ *uint32) int32 {
 	return noHost()
 }
-func hostQueueRegister(_ string, _ *uint32) int32   { return noHost() }
-func hostQueueResolve(_, _ string, _ *uint32) int32 { return noHost() }
-func hostQueueEnqueue(_ uint32, _ string) int32     { return noHost() }
-func hostQueueDequeue(_ uint32, _, _ *uint32) int32 { return noHost() }
-func hostGetProperty(_ string, _, _ *uint32) int32  { return noHost() }
-func hostSetResult(_ string) int32                  { return noHost() }
-func hostGetDeadline() int64                        { return int64(noHost()) }
+func hostQueueRegister(_ string, _ *uint32) int32        { return noHost() }
+func hostQueueResolve(_, _ string, _ *uint32) int32      { return noHost() }
+func hostQueueEnqueue(_ uint32, _ string) int32          { return noHost() }
+func hostQueueDequeue(_ uint32, _, _ *uint32) int32      { return noHost() }
+func hostGetProperty(_ string, _, _ *uint32) int32       { return noHost() }
+func hostSetResult(_ string) int32                       { return noHost() }
+func hostGetDeadline() int64                             { return int64(noHost()) }
+func hostGetArgumentString(_ uint32, _, _ *uint32) int32 { return noHost() }
+func hostSetResultString(_ string) int32                 { return noHost() }

@@ -99,3 +99,9 @@ func hostSetResult(json string) int32
 
 //go:wasmimport weft get_deadline
 func hostGetDeadline() int64
+
+//go:wasmimport weft get_argument_string
+func hostGetArgumentString(index uint32, retPtrPtr, retLenPtr *uint32) int32
+
+//go:wasmimport weft set_result_string
+func hostSetResultString(s string) int32

@@ -112,6 +112,7 @@ var ErrBadArgument = errors.New("weft: bad argument (invalid UTF-8?)")
 // it was given to.
 type Call struct {
 	response bool
+	answered bool // ReturnString set the answer
 	method   *string
 	service  *string
 	side     *string
@@ -708,6 +709,34 @@ func (c *Call) Deadline() (int64, bool) {
 	return ms, ms != 0
 }
 
+// ArgString returns the index-th argument of a service's call when it is a
+// string, without JSON to parse (the cheapest way to read one); false when
+// there is no such argument or it is not a string.
+func (c *Call) ArgString(index int) (string, bool) {
+	if index < 0 {
+		return "", false
+	}
+	retPtr, retLen = 0, 0
+	switch st := hostGetArgumentString(uint32(index), &retPtr, &retLen); st {
+	case statusOK:
+		return take(retPtr, retLen), true
+	case statusNotFound, statusBadArgument:
+		return "", false
+	default:
+		panic(hostFailure("get_argument_string", st))
+	}
+}
+
+// ReturnString answers a service's call with the string s, without JSON to
+// write; the handler then returns ("", nil).
+func (c *Call) ReturnString(s string) error {
+	if err := errorOf(hostSetResultString(validUTF8(s))); err != nil {
+		return err
+	}
+	c.answered = true
+	return nil
+}
+
 // JSONString returns s as a JSON string.
 func JSONString(s string) string { return string(appendJSONString(nil, s)) }
 
@@ -733,6 +762,9 @@ func dispatchCall() (action Action) {
 			return c.Reject(e.Code, e.Error())
 		}
 		return c.Reject(CodeBiz, err.Error())
+	}
+	if result == "" && c.answered {
+		return Continue
 	}
 	if result == "" {
 		result = "null"

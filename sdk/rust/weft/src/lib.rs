@@ -183,6 +183,8 @@ pub mod sys {
         // ABI v1.2: services
         pub fn set_result(json_ptr: *const u8, json_len: usize) -> i32;
         pub fn get_deadline() -> i64;
+        pub fn get_argument_string(index: u32, ret_ptr: *mut *const u8, ret_len: *mut usize) -> i32;
+        pub fn set_result_string(ptr: *const u8, len: usize) -> i32;
     }
 
     /// Off wasm (unit tests, docs) the host is absent: getters find nothing.
@@ -222,6 +224,8 @@ pub mod sys {
         pub unsafe fn get_property(_: *const u8, _: usize, _: *mut *const u8, _: *mut usize) -> i32 { 1 }
         pub unsafe fn set_result(_: *const u8, _: usize) -> i32 { 1 }
         pub unsafe fn get_deadline() -> i64 { 0 }
+        pub unsafe fn get_argument_string(_: u32, _: *mut *const u8, _: *mut usize) -> i32 { 1 }
+        pub unsafe fn set_result_string(_: *const u8, _: usize) -> i32 { 1 }
     }
     #[cfg(not(target_arch = "wasm32"))]
     pub use absent::*;
@@ -618,6 +622,19 @@ impl Call {
             0 => None,
             ms => Some(ms),
         }
+    }
+    /// ABI v1.2: the `n`th argument of a service's call when it is a
+    /// string, as it is: no JSON to parse (the cheapest way to read one).
+    pub fn arg_str(&self, n: u32) -> Result<&str, Status> {
+        let b = fetch_bytes(|p, l| unsafe { sys::get_argument_string(n, p, l) })?;
+        // SAFETY: the host returns valid UTF-8 only (ABI.md,
+        // get_argument_string): no check, which would loop over each byte.
+        Ok(unsafe { core::str::from_utf8_unchecked(b) })
+    }
+    /// ABI v1.2: answers a service's call with the string `s`, with no
+    /// JSON to write.
+    pub fn set_result_str(&self, s: &str) -> Result<(), Status> {
+        Status::check(unsafe { sys::set_result_string(s.as_ptr(), s.len()) })
     }
     /// The `n`th argument of a service's call, when it is a JSON string:
     /// unescaped, in the arena.
