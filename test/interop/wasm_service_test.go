@@ -1,0 +1,106 @@
+package interop_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weftrpc/weft"
+	"github.com/weftrpc/weft/test/interop/dubbogo"
+)
+
+// wasmGreeter builds the greeter service example of sdk/<sdk> into a
+// temporary directory.
+func wasmGreeter(t *testing.T, sdk string) string {
+	t.Helper()
+	out := t.TempDir()
+	args := []string{filepath.Join("..", "..", "sdk", sdk, "build.sh"), out}
+	if sdk == "go" {
+		args = append(args, "greeter")
+	}
+	cmd := exec.Command("bash", args...)
+	cmd.Env = append(os.Environ(), "RUSTC=/usr/bin/rustc")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if os.Getenv("CI") == "" && sdk == "rust" {
+			t.Skipf("the Rust SDK does not build here (apt-get install rustc libstd-rust-dev-wasm32 lld): %v\n%s", err, stderr.String())
+		}
+		t.Fatalf("sdk/%s/build.sh: %v\n%s", sdk, err, stderr.String())
+	}
+	return filepath.Join(out, "greeter.wasm")
+}
+
+// Services implemented in WASM (the Go and Rust SDKs' greeter) answer the
+// peers as a Go provider would: dubbo-go 3.3.1 over dubbo (hessian2) and
+// over Triple (protobuf, the IDL weftbench.echo.EchoService declared by its
+// .proto file), and a Java consumer, plain and with Java's generic $invoke.
+func TestPeersCallWasmServices(t *testing.T) {
+	triBin := buildDubbogoTri(t)
+	peer := javaPeer(t)
+	protoFile, err := filepath.Abs(filepath.Join("..", "..", "apps", "examples", "echo", "echopb", "echo.proto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sdk := range []string{"rust", "go"} {
+		t.Run(sdk, func(t *testing.T) {
+			mod := wasmGreeter(t, sdk)
+			addr, port := freeAddr(t)
+			triAddr, triPort := freeAddr(t)
+			startWeft(t, weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {dubbo: {port: %d}, tri: {port: %d}}
+provider:
+  services:
+    echo:
+      interface: %s
+      protocol: dubbo
+      impl: {wasm: %s}
+      methods: {echo: {params: [java.lang.String], returns: java.lang.String}}
+    idl:
+      idl: %s
+      protocol: tri
+      impl: {wasm: %s}
+`, port, triPort, dubbogo.Interface, mod, protoFile, mod))))
+
+			c, err := dubbogo.NewClient("dubbo://" + addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			big := strings.Repeat("é", 32<<10) // 64 KiB of UTF-8
+			for _, s := range []string{"hello", big} {
+				if got, err := c.Echo(ctx, s); err != nil || got != s {
+					t.Fatalf("dubbo-go over dubbo: echo of %d bytes: %d bytes back, %v", len(s), len(got), err)
+				}
+			}
+			got, resp, err := c.EchoWithAttachments(ctx, "x", map[string]any{"x-req": "42"})
+			if err != nil || got != "x" || resp["x-resp"] != "resp-42" {
+				t.Fatalf("dubbo-go over dubbo, attachments: %q %v %v", got, resp, err)
+			}
+
+			r := runDubbogoTriCall(t, triBin, triAddr, "idl", "wasm ☺")
+			if r.Echo != "wasm ☺" {
+				t.Errorf("dubbo-go over Triple: Echo %q", r.Echo)
+			}
+			if r.EchoAttachments["x-resp"] != "resp-42" {
+				t.Errorf("dubbo-go over Triple: reply attachments %v, want x-resp: resp-42", r.EchoAttachments)
+			}
+			if !strings.Contains(r.FailError, "fail: idl") {
+				t.Errorf(`dubbo-go over Triple: Echo("fail"): %q, want the module's business error`, r.FailError)
+			}
+
+			java := runJavaConsumer(t, peer, addr)
+			for _, name := range []string{"echo", "$invoke echo"} {
+				if java[name] != javaConsumerWants[name] {
+					t.Errorf("Java %s: %s, want %s", name, java[name], javaConsumerWants[name])
+				}
+			}
+		})
+	}
+}
