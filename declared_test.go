@@ -68,12 +68,28 @@ func postJSON(t *testing.T, url, body string, headers map[string]string) (int, s
 	return resp.StatusCode, string(b)
 }
 
+// sleeper answers after ms, or when its call's deadline passes, and says
+// which.
+type sleeper struct{ cut chan time.Duration }
+
+func (s sleeper) Sleep(ctx context.Context, ms int64) (string, error) {
+	began := time.Now()
+	select {
+	case <-time.After(time.Duration(ms) * time.Millisecond):
+		return "slept", nil
+	case <-ctx.Done():
+		s.cut <- time.Since(began)
+		return "", ctx.Err()
+	}
+}
+
 // A bridge from config alone: a Triple face (HTTP/1.1 JSON, gRPC binary)
 // and a dubbo face on a dubbo provider, declared by a method table with
 // Java types and by a protobuf IDL read at start-up. Results, attachments
 // and business errors arrive as they would from the provider directly.
 func TestForwardBridge(t *testing.T) {
 	dir := t.TempDir()
+	cut := make(chan time.Duration, 1)
 	protoPath := filepath.Join(t.TempDir(), "greeter.proto")
 	if err := os.WriteFile(protoPath, []byte(greeterProto), 0o644); err != nil {
 		t.Fatal(err)
@@ -85,7 +101,8 @@ protocols: {dubbo: {port: 0}}
 provider:
   services:
     greeter: {interface: org.example.Greeter, version: "1.0"}
-`, weft.WithService("greeter", greeter{}))
+    sleeper: {interface: org.example.Sleeper}
+`, weft.WithService("greeter", greeter{}), weft.WithService("sleeper", sleeper{cut}))
 
 	triPort := freeTCPPort(t)
 	newApp(t, `
@@ -95,8 +112,15 @@ protocols: {tri: {port: `+triPort+`}, dubbo: {port: 0}}
 consumer:
   references:
     backend: {interface: org.example.Greeter, version: "1.0", protocol: dubbo}
+    sleeper: {interface: org.example.Sleeper, protocol: dubbo, timeout: 10000}
 provider:
   services:
+    sleeper:
+      interface: org.example.Sleeper
+      protocol: tri
+      register: false
+      impl: {forward: sleeper}
+      methods: {sleep: {params: [long], returns: java.lang.String}}
     table:
       interface: org.example.Greeter
       protocol: tri
@@ -138,6 +162,7 @@ consumer:
   check: false
   references:
     grpc: {interface: org.example.hello.Greeter, url: "tri://127.0.0.1:`+triPort+`"}
+    sleeper: {interface: org.example.Sleeper, url: "tri://127.0.0.1:`+triPort+`", timeout: 300, retries: 0}
     dubbo: {interface: org.example.hello.Greeter, protocol: dubbo}
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -183,6 +208,25 @@ consumer:
 		if ms, ok := v.(map[string]any); !ok || ms["message"] != "hello dubbo" {
 			t.Fatalf("over dubbo: %#v, %v; want a map with message hello dubbo", v, err)
 		}
+	}
+	// The caller's deadline bounds the forward: the provider's call ends
+	// with it, and the caller gets a timeout.
+	siv, err := consumer.Reference("sleeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err = siv.Invoke(ctx, kernel.NewInvocation("sleep", int64(5000)))
+	if kernel.CodeOf(err) != kernel.CodeTimeout || time.Since(began) > 3*time.Second {
+		t.Fatalf("sleep through the bridge: %v (code %v) after %v, want a timeout after about 300 ms", err, kernel.CodeOf(err), time.Since(began))
+	}
+	select {
+	case d := <-cut:
+		if d > 3*time.Second {
+			t.Fatalf("the provider's call ended after %v, not at the caller's deadline", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the provider's call did not end at the caller's deadline")
 	}
 	// A streaming rpc of a declared service is refused with its kind.
 	if _, err := g.Invoke(ctx, "chat", map[string]any{"name": "x"}); err == nil || !strings.Contains(err.Error(), "bidi-streaming") {

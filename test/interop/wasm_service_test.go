@@ -104,3 +104,69 @@ provider:
 		})
 	}
 }
+
+// A bridge from config alone puts a Triple face on dubbo-go 3.3.1's dubbo
+// provider: curl's JSON and grpcurl (grpc-go) call it through a weft App
+// that forwards each call, and get the provider's results, its POJO, its
+// business error and its reply attachments.
+func TestBridgeToDubboGoProvider(t *testing.T) {
+	grpcurl := buildTool(t, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
+	addr, _ := freeAddr(t)
+	stop, err := dubbogo.StartProvider(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	protoFile, err := filepath.Abs(filepath.Join("..", "..", "apps", "examples", "echo", "echopb", "echo.proto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	triAddr, triPort := freeAddr(t)
+	startWeft(t, weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {tri: {port: %d}}
+consumer:
+  references:
+    up: {interface: %s, url: "dubbo://%s", timeout: 5000, retries: 0}
+provider:
+  services:
+    table:
+      interface: %s
+      impl: {forward: up}
+      methods:
+        echo: {params: [java.lang.String], returns: java.lang.String}
+        getUser: {params: [long], returns: org.weft.bench.User}
+        fail: {params: [java.lang.String]}
+    idl:
+      idl: %s
+      impl: {forward: up}
+      methods: {Echo: {params: [java.lang.String]}}
+`, triPort, dubbogo.Interface, addr, dubbogo.Interface, protoFile))))
+
+	base := "http://" + triAddr + "/" + dubbogo.Interface + "/"
+	post := func(method, body string) (int, string) {
+		t.Helper()
+		out, err := exec.Command("curl", "-s", "-w", "\n%{http_code}", "-H", "content-type: application/json", "-d", body, base+method).Output()
+		if err != nil {
+			t.Fatalf("curl %s: %v", method, err)
+		}
+		s := strings.TrimSpace(string(out))
+		i := strings.LastIndexByte(s, '\n')
+		var code int
+		fmt.Sscan(s[i+1:], &code)
+		return code, s[:max(i, 0)]
+	}
+	if code, body := post("echo", `["through the bridge"]`); code != 200 || body != `"through the bridge"` {
+		t.Fatalf("curl echo: %d %s", code, body)
+	}
+	if code, body := post("getUser", `[7]`); code != 200 || !strings.Contains(body, `"name":"user-7"`) || !strings.Contains(body, `"id":7`) {
+		t.Fatalf("curl getUser: %d %s", code, body)
+	}
+	if code, body := post("fail", `["boom"]`); code == 200 || !strings.Contains(body, "boom") {
+		t.Fatalf("curl fail: %d %s, want dubbo-go's business error", code, body)
+	}
+	out, err := exec.Command(grpcurl, "-plaintext", "-max-time", "20", "-v", "-H", "x-req: 42", "-d", `{"msg":"grpc-go"}`,
+		triAddr, "weftbench.echo.EchoService/Echo").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"msg": "grpc-go"`) || !strings.Contains(string(out), "x-resp: resp-42") {
+		t.Fatalf("grpcurl Echo through the bridge: %v\n%s", err, out)
+	}
+}
