@@ -3,7 +3,9 @@ package weft_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +114,102 @@ func TestConsumerCheckDefault(t *testing.T) {
 	if c := cfg.Consumer.References["b"].Check; c == nil || !*c {
 		t.Fatalf("b.check %v", c)
 	}
+}
+
+// A registry's register: false and subscribe: false (Dubbo's
+// RegistryConfig): nothing is registered in the first, nothing looked up
+// in the second.
+func TestRegistryRegisterAndSubscribeFalse(t *testing.T) {
+	dirA, dirB := t.TempDir(), t.TempDir()
+	newApp(t, `
+application: {name: regflags}
+registries:
+  ra: {address: "embedded://`+dirA+`", register: false}
+  rb: {address: "embedded://`+dirB+`"}
+protocols: {dubbo: {port: 0}}
+provider: {services: {greeter: {interface: org.example.Greeter}}}
+`, weft.WithService("greeter", greeter{}))
+	call := func(registries string) error {
+		var c greeterClient
+		newApp(t, `
+application: {name: regflags-consumer}
+qos: {enable: false}
+registries: {`+registries+`}
+consumer: {check: false, references: {greeter: {interface: org.example.Greeter, retries: 0}}}
+`, weft.WithReference("greeter", &c))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		for ctx.Err() == nil {
+			if _, err = c.SayHello(ctx, "x"); err == nil {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return err
+	}
+	if err := call(`rb: {address: "embedded://` + dirB + `"}`); err != nil {
+		t.Fatalf("through rb, where it registered: %v", err)
+	}
+	if err := call(`ra: {address: "embedded://` + dirA + `"}`); kernel.CodeOf(err) != kernel.CodeNoProvider {
+		t.Fatalf("through ra (register: false on the provider's side): %v, want no provider", err)
+	}
+	if err := call(`ra: {address: "embedded://` + dirA + `"}, rb: {address: "embedded://` + dirB + `", subscribe: false}`); kernel.CodeOf(err) != kernel.CodeNoProvider {
+		t.Fatalf("rb with subscribe: false: %v, want no provider", err)
+	}
+}
+
+// Dubbo's delay: the service is registered that long after the start
+// (consumers find it then); deprecated: a consumer that refers its
+// providers logs a warning naming it.
+func TestDelayAndDeprecated(t *testing.T) {
+	dir := t.TempDir()
+	began := time.Now()
+	newApp(t, `
+application: {name: delayed}
+registries: {local: {address: "embedded://`+dir+`"}}
+protocols: {dubbo: {port: 0}}
+provider: {services: {greeter: {interface: org.example.Greeter, delay: 600, deprecated: true}}}
+`, weft.WithService("greeter", greeter{}))
+	var logs syncLog
+	var c greeterClient
+	newApp(t, `
+application: {name: delayed-consumer}
+qos: {enable: false}
+registries: {local: {address: "embedded://`+dir+`"}}
+consumer: {check: false, references: {greeter: {interface: org.example.Greeter, retries: 0}}}
+`, weft.WithReference("greeter", &c), weft.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var first time.Duration
+	for ctx.Err() == nil {
+		if _, err := c.SayHello(ctx, "x"); err == nil {
+			first = time.Since(began)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if first < 600*time.Millisecond || first > 8*time.Second {
+		t.Fatalf("first call answered %v after the provider started, want after its 600 ms delay", first)
+	}
+	if !strings.Contains(logs.String(), "the service is deprecated") || !strings.Contains(logs.String(), "interface=org.example.Greeter") {
+		t.Fatalf("no deprecation warning in the consumer's log:\n%s", logs.String())
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -148,6 +148,11 @@ type Protocol struct {
 // nacos://127.0.0.1:8848 with registry-nacos's plugin added.
 type Registry struct {
 	Address string `koanf:"address"`
+	// Register false: the App's services are not registered here (Dubbo's
+	// register); Subscribe false: its references find no providers here
+	// (Dubbo's subscribe). Both default to true.
+	Register  *bool `koanf:"register"`
+	Subscribe *bool `koanf:"subscribe"`
 }
 
 // Method overrides settings for one method (`methods.<name>.*`).
@@ -241,7 +246,9 @@ type Provider struct {
 	TPS         int `koanf:"tps"`
 	TPSInterval int `koanf:"tps_interval" unit:"ms"`
 	// Register is every service's default `register` (Service.Register).
-	Register *bool              `koanf:"register"`
+	Register *bool `koanf:"register"`
+	// Delay is every service's default `delay` (ms, Service.Delay).
+	Delay    int                `koanf:"delay" unit:"ms"`
 	Protocol string             `koanf:"protocol"`
 	Services map[string]Service `koanf:"services"`
 }
@@ -294,9 +301,16 @@ type Service struct {
 	Register *bool `koanf:"register"`
 	// Tag labels the service's providers for Dubbo's tag routing (its URL's
 	// dubbo.tag): consumers whose calls carry the tag choose them.
-	Tag     string            `koanf:"tag"`
-	Methods map[string]Method `koanf:"methods"`
-	Params  map[string]any    `koanf:"params"`
+	Tag string `koanf:"tag"`
+	// Delay (ms) is Dubbo's delay: the service is exported at start, and
+	// registered (found by consumers) that long after; provider.delay is
+	// the default.
+	Delay int `koanf:"delay" unit:"ms"`
+	// Deprecated is Dubbo's deprecated: its providers' URLs say so, and a
+	// consumer that refers one logs a warning naming the service.
+	Deprecated bool              `koanf:"deprecated"`
+	Methods    map[string]Method `koanf:"methods"`
+	Params     map[string]any    `koanf:"params"`
 }
 
 // Consumer holds the defaults of every reference and the references.

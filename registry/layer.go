@@ -40,6 +40,9 @@ const (
 	// KeyRegister false on a reference keeps its consumer URL out of the
 	// registries (Dubbo's register); on a service, out of them entirely.
 	KeyRegister = "register"
+	// KeySubscribe false on a registry's URL: consumers look nothing up in
+	// it (Dubbo's RegistryConfig subscribe); a provider-only registry.
+	KeySubscribe = "subscribe"
 )
 
 // Events receives the layer's outcomes, for metrics; nil methods are not
@@ -69,6 +72,11 @@ type Layer struct {
 	insts     map[string]*instanceRegistry
 	mode      string // register mode: interface, instance, all
 	migration string // the consumers' default migration step
+	// noRegister and noSubscribe are the registries whose URL says
+	// register=false (nothing is registered there: a consumer-only
+	// registry) or subscribe=false (nothing is looked up there): Dubbo's
+	// RegistryConfig register and subscribe.
+	noRegister, noSubscribe map[string]bool
 
 	// opMu serialises the registry calls of SetOnline and UnregisterAll;
 	// mu guards the slices.
@@ -148,8 +156,11 @@ func Open(addrs map[string]*kernel.URL, o Options) (*Layer, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	for id := range addrs {
+	l.noRegister, l.noSubscribe = map[string]bool{}, map[string]bool{}
+	for id, u := range addrs {
 		l.ids = append(l.ids, id)
+		l.noRegister[id] = !u.ParamBool(KeyRegister, true)
+		l.noSubscribe[id] = !u.ParamBool(KeySubscribe, true)
 	}
 	sort.Strings(l.ids)
 	fail := func(id string, u *kernel.URL, err error) (*Layer, error) {
@@ -242,6 +253,9 @@ func (l *Layer) Register(ctx context.Context, service string, url *kernel.URL) e
 	}
 	app := url.Param(kernel.KeyApplication)
 	for _, id := range l.ids {
+		if l.noRegister[id] {
+			continue
+		}
 		var ms []unionMember
 		if reg := l.regs[id]; reg != nil && l.mode != RegisterInstance {
 			ms = append(ms, unionMember{id: id, reg: reg})
@@ -403,12 +417,19 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 	s := &Subscription{l: l, consumer: consumer, registered: map[string]*kernel.URL{}}
 	s.union = &union{dir: dir, parts: map[string][]*kernel.URL{}, events: l.events, preferInstances: step == ApplicationFirst, starting: true}
 	for _, id := range l.ids {
+		if l.noSubscribe[id] {
+			continue
+		}
 		if reg := l.regs[id]; reg != nil && step != ForceApplication {
 			s.union.members = append(s.union.members, unionMember{id: id, reg: reg})
 		}
 		if ir := l.insts[id]; ir != nil && step != ForceInterface {
 			s.union.members = append(s.union.members, unionMember{id: id, instance: true, reg: ir})
 		}
+	}
+	if len(s.union.members) == 0 && len(l.ids) > 0 && len(l.noSubscribe) > 0 && allTrue(l.noSubscribe) {
+		return nil, fmt.Errorf("every registry (%s) has subscribe: false: there is nowhere to find providers of %s; let one subscribe, or give the reference url:",
+			strings.Join(l.ids, ", "), consumer.ServiceKey())
 	}
 	if len(s.union.members) == 0 && len(l.ids) > 0 {
 		level, other := "interface", ApplicationFirst
@@ -721,4 +742,13 @@ func (u *union) retarget(dir extension.NotifyListener) {
 // String names the subscription, for logs.
 func (s *Subscription) String() string {
 	return s.consumer.ServiceKey() + " in " + strings.Join(s.l.ids, ",")
+}
+
+func allTrue(m map[string]bool) bool {
+	for _, v := range m {
+		if !v {
+			return false
+		}
+	}
+	return true
 }

@@ -424,3 +424,88 @@ consumer:
 	}
 	t.Logf("provider filter list applied %v after publishing; %d calls meanwhile, none failed", time.Since(start).Round(10*time.Millisecond), calls)
 }
+
+// A bridge's forward target follows its config center document while 8
+// callers call it: the published impl.forward moves the calls from one
+// reference to the other with no failed call.
+func TestConfigCenterChangesForwardTarget(t *testing.T) {
+	addr := nacosAddr(t)
+	ctx := context.Background()
+	dataID := fmt.Sprintf("weft-forward-%d.yaml", time.Now().UnixNano())
+	pub, err := nacos.ConfigFactory{Log: quietLog}.GetDynamicConfiguration(kernel.MustParseURL("nacos://" + addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	defer pub.PublishConfig(ctx, dataID, "", "")
+	backend := func(name string) string {
+		a := freePort(t)
+		startApp(t, fmt.Sprintf("protocols: {dubbo: {port: %s}}\nprovider: {services: {node: {interface: org.weft.CfgNode}}}\n",
+			a[strings.LastIndexByte(a, ':')+1:]), weft.WithService("node", cfgNode{name: name}))
+		return a
+	}
+	a, b := backend("a"), backend("b")
+	bridge := freePort(t)
+	startApp(t, fmt.Sprintf(`
+config_center: {address: "nacos://%s", data_id: %s}
+protocols: {dubbo: {port: %s}}
+consumer:
+  references:
+    a: {interface: org.weft.CfgNode, url: "dubbo://%s"}
+    b: {interface: org.weft.CfgNode, url: "dubbo://%s"}
+provider:
+  services:
+    node: {interface: org.weft.CfgNode, impl: {forward: a}}
+`, addr, dataID, bridge[strings.LastIndexByte(bridge, ':')+1:], a, b), weft.WithPlugins(nacos.Plugin()))
+	var c cfgNodeClient
+	startApp(t, fmt.Sprintf("consumer: {references: {node: {interface: org.weft.CfgNode, url: \"dubbo://%s\"}}}\n", bridge),
+		weft.WithReference("node", &c))
+	if got, err := c.Who(ctx); err != nil || got != "a|" {
+		t.Fatalf("before: %q, %v", got, err)
+	}
+	var calls, failed atomic.Int64
+	var seenB atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got, err := c.Who(ctx)
+				calls.Add(1)
+				switch {
+				case err != nil || (got != "a|" && got != "b|"):
+					failed.Add(1)
+				case got == "b|":
+					seenB.Store(true)
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	if err := pub.PublishConfig(ctx, dataID, "", "provider: {services: {node: {impl: {forward: b}}}}\n"); err != nil {
+		t.Fatal(err)
+	}
+	for !seenB.Load() && time.Since(start) < 15*time.Second {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if !seenB.Load() {
+		t.Fatalf("the forward target did not follow the published document within 15 s")
+	}
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d calls failed during the change", failed.Load(), calls.Load())
+	}
+	if got, err := c.Who(ctx); err != nil || got != "b|" {
+		t.Fatalf("after: %q, %v", got, err)
+	}
+	t.Logf("forward moved to b %v after publishing; %d calls by 8 callers, none failed", time.Since(start).Round(10*time.Millisecond), calls.Load())
+}

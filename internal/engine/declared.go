@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -114,11 +115,16 @@ func (rt *Runtime) handler(id string, im *config.Impl, declared *idl.Interface) 
 		return forward{}, atKey("impl.forward", fmt.Errorf("no reference %q in consumer.references (references: %s)",
 			im.Forward, strings.Join(sortedKeys(rt.cfg.Consumer.References), ", ")))
 	}
-	ref := im.Forward
+	// The target may change while the App runs (a config center's
+	// impl.forward): each call reads it once.
+	ref := new(atomic.Pointer[string])
+	ref.Store(&im.Forward)
+	rt.forwards[id] = ref
 	target := func() (kernel.Invoker, error) {
-		r, ok := rt.refs[ref]
+		id := *ref.Load()
+		r, ok := rt.refs[id]
 		if !ok {
-			return nil, kernel.Errorf(kernel.CodeNoProvider, "reference %q is not referred", ref)
+			return nil, kernel.Errorf(kernel.CodeNoProvider, "reference %q is not referred", id)
 		}
 		return r.current()
 	}

@@ -199,8 +199,14 @@ func (ar *applyRun) provider() {
 		}
 		a, b := oldSvc, newSvc
 		a.Filter, b.Filter = "", ""
+		if a.Impl != nil && b.Impl != nil && a.Impl.Forward != b.Impl.Forward && a.Interface != "*" {
+			ar.forward(id, path, b.Impl.Forward)
+			ia, ib := *a.Impl, *b.Impl
+			ia.Forward, ib.Forward = "", ""
+			a.Impl, b.Impl = &ia, &ib
+		}
 		if !reflect.DeepEqual(a, b) {
-			ar.restart(path + " (settings other than filter)")
+			ar.restart(path + " (settings other than filter and impl.forward)")
 		}
 		oldList, newList := joinList(ar.old.Provider.Filter, oldSvc.Filter), joinList(ar.next.Provider.Filter, newSvc.Filter)
 		if oldList == newList {
@@ -229,6 +235,28 @@ func (ar *applyRun) provider() {
 		ar.eff.Provider.Services[id] = e
 	}
 	ar.eff.Provider.Filter = ar.next.Provider.Filter
+}
+
+// forward points a forwarding service at another of the App's references:
+// calls in flight finish on the old one, the next go to the new one.
+func (ar *applyRun) forward(id, path, to string) {
+	ref, ok := ar.rt.forwards[id]
+	if !ok {
+		ar.restart(path + ".impl.forward (the service did not forward)")
+		return
+	}
+	if _, referred := ar.rt.refs[to]; !referred {
+		ar.errs = append(ar.errs, fmt.Errorf("%s.impl.forward: %q is not a reference this App refers (references: %s); a new reference takes a restart",
+			path, to, strings.Join(ar.rt.refIDs, ", ")))
+		return
+	}
+	ar.commits = append(ar.commits, func() { ref.Store(&to) })
+	ar.applied(path + ".impl.forward")
+	e := ar.eff.Provider.Services[id]
+	im := *e.Impl
+	im.Forward = to
+	e.Impl = &im
+	ar.eff.Provider.Services[id] = e
 }
 
 // consumer applies every setting of an existing reference, except what it

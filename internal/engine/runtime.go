@@ -66,8 +66,11 @@ type Runtime struct {
 	// wasmServices are the modules of services implemented in WASM:
 	// watched from start, closed at stop (or when New fails).
 	wasmServices []*wasmfilter.Filter
-	refs         map[string]*reference
-	refIDs       []string
+	// forwards are the targets of services that forward (impl.forward), by
+	// service id: a config center may point one at another reference.
+	forwards map[string]*atomic.Pointer[string]
+	refs     map[string]*reference
+	refIDs   []string
 
 	exporters []extension.Exporter
 
@@ -91,7 +94,8 @@ type exportedURL struct {
 
 type service struct {
 	id       string
-	register bool // Dubbo's register: false exports without registering
+	register bool          // Dubbo's register: false exports without registering
+	delay    time.Duration // Dubbo's delay: registered that long after start
 	impl     any
 	urls     []*kernel.URL // one per protocol
 	invokers []innerInvoker
@@ -162,7 +166,7 @@ func New(d Deps) (*Runtime, error) {
 	cfg, reg := d.Config, d.Bindings
 	rt := &Runtime{cfg: cfg, log: d.Log, protocols: d.Protocols, filters: d.Filters, clusters: d.Clusters, lbs: d.LoadBalances,
 		routers: d.Routers, regs: d.Registries, sds: d.Discoveries, registryURLs: map[string]*kernel.URL{},
-		refs: map[string]*reference{}, reg: reg, cc: d.Center, wasm: d.Wasm, stopCh: make(chan struct{}), obs: d.Observer}
+		refs: map[string]*reference{}, forwards: map[string]*atomic.Pointer[string]{}, reg: reg, cc: d.Center, wasm: d.Wasm, stopCh: make(chan struct{}), obs: d.Observer}
 	registerMetadataTypes()
 	c := &checks{d: d}
 	rt.addMocks(c)
@@ -289,6 +293,12 @@ func (rt *Runtime) checkNames(c *checks) {
 			}
 			c.fail(path, &kernel.UnknownError{Point: "registry", Name: u.Protocol, Known: rt.regs.Names()})
 			continue
+		}
+		if r := cfg.Registries[id].Register; r != nil && !*r {
+			u = u.WithParam(registry.KeyRegister, "false")
+		}
+		if s := cfg.Registries[id].Subscribe; s != nil && !*s {
+			u = u.WithParam(registry.KeySubscribe, "false")
 		}
 		rt.registryURLs[id] = u
 	}
@@ -466,6 +476,9 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 	set(params, kernel.KeyToken, tok)
 	set(params, kernel.KeySerialization, sc.Serialization)
 	set(params, cluster.KeyTag, sc.Tag)
+	if sc.Deprecated {
+		params[KeyDeprecated] = "true"
+	}
 	setInt(params, tps.KeyRate, first(sc.TPS, pc.TPS))
 	setInt(params, tps.KeyInterval, first(sc.TPSInterval, pc.TPSInterval))
 	setInt(params, kernel.KeyWeight, sc.Weight)
@@ -483,7 +496,7 @@ func (rt *Runtime) buildService(id string, sc config.Service, reg *Bindings) (*s
 	if r := firstBool(sc.Register, pc.Register); r != nil {
 		register = *r
 	}
-	s := &service{id: id, impl: impl, register: register}
+	s := &service{id: id, impl: impl, register: register, delay: time.Duration(first(sc.Delay, pc.Delay)) * time.Millisecond}
 	for _, pid := range splitList(protoList) {
 		p, err := rt.protocolFor(pid)
 		if err != nil {
@@ -719,7 +732,39 @@ func (rt *Runtime) referOne(ctx context.Context, t *kernel.URL) (kernel.Invoker,
 		return nil, err
 	}
 	_, perInvoker := extension.SplitClusterScoped(filters)
+	if t.ParamBool(KeyDeprecated, false) {
+		// Dubbo's DeprecatedFilter says it on each call; once per
+		// provider is enough to be seen.
+		rt.log.Warn("weft: the service is deprecated (its provider says deprecated=true): plan to stop calling it",
+			"interface", t.Interface(), "provider", t.Address())
+	}
 	return extension.BuildChain(iv, perInvoker), nil
+}
+
+// KeyDeprecated is Dubbo's deprecated, on a provider's URL.
+const KeyDeprecated = "deprecated"
+
+// registerLater registers a service d after start (Dubbo's delay), unless
+// the App stops first.
+func (rt *Runtime) registerLater(id string, pub *kernel.URL, d time.Duration) {
+	rt.log.Info("weft: exported, registered after its delay", "service", id, "interface", pub.Interface(), "delay", d)
+	rt.drains.Add(1)
+	go func() {
+		defer rt.drains.Done()
+		select {
+		case <-time.After(d):
+		case <-rt.stopCh:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := rt.layer.Register(ctx, id, pub); err != nil {
+			rt.log.Error("weft: registering after the delay failed", "service", id, "error", err)
+			return
+		}
+		rt.log.Info("weft: exported", "service", id, "interface", pub.Interface(), "protocol", pub.Protocol,
+			"address", pub.Address(), "registries", strings.Join(rt.layer.IDs(), ","))
+	}()
 }
 
 // router builds the router a router URL describes; its protocol names the
@@ -793,6 +838,10 @@ func (rt *Runtime) start(ctx context.Context) (err error) {
 		if !rt.serviceByID(p.id).register {
 			rt.log.Info("weft: exported, not registered (register: false)", "service", p.id, "interface", p.pub.Interface(),
 				"protocol", p.pub.Protocol, "address", p.pub.Address())
+			continue
+		}
+		if d := rt.serviceByID(p.id).delay; d > 0 {
+			rt.registerLater(p.id, p.pub, d)
 			continue
 		}
 		if err := rt.layer.Register(ctx, p.id, p.pub); err != nil {
