@@ -2,7 +2,6 @@ package idl
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
+	"github.com/weftrpc/weft/proxy"
 )
 
 // maxMessageDepth bounds how deeply a message built from a generic value,
@@ -386,13 +386,16 @@ func javaValue(v any, typ string) (any, error) {
 		if e.Encoding() != "json" {
 			return nil, fmt.Errorf("a %s message where %s is declared: this method is declared with Java types; call it with hessian2 or JSON", e.Encoding(), typ)
 		}
-		var x any
-		d := json.NewDecoder(strings.NewReader(string(e.Bytes())))
-		d.UseNumber()
-		if err := d.Decode(&x); err != nil {
+		// One reader of JSON values for every caller: whole numbers as
+		// int64, others as float64.
+		args, err := proxy.JSONArgs("[" + string(e.Bytes()) + "]")
+		if err != nil {
 			return nil, err
 		}
-		v = numbers(x)
+		if len(args) != 1 {
+			return nil, fmt.Errorf("%d JSON values where one is declared", len(args))
+		}
+		v = args[0]
 	}
 	bad := func() (any, error) { return nil, fmt.Errorf("a %s where %s is declared", kindOf(v), typ) }
 	switch typ {
@@ -456,25 +459,4 @@ func isPrimitive(t string) bool {
 		return true
 	}
 	return false
-}
-
-// numbers turns json.Numbers into int64 (whole) or float64.
-func numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = numbers(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = numbers(x[k])
-		}
-	}
-	return v
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/proxy"
 )
 
 const testProto = `syntax = "proto3";
@@ -226,4 +227,36 @@ func TestDescriptorSetAndLimits(t *testing.T) {
 	if _, err := LoadProto(self, "", nil, nil); err == nil {
 		t.Fatal("a file that imports itself compiled")
 	}
+}
+
+// FuzzToMessage: whatever bytes a caller sends — as a protobuf message, as
+// its JSON, or as a generic value — become a message of the declared type
+// or an error, and the message is then walked into generic form, never a
+// crash or a stack overflow.
+func FuzzToMessage(f *testing.F) {
+	p := filepath.Join(f.TempDir(), "tree.proto")
+	if err := os.WriteFile(p, []byte(testProto), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	it, err := LoadProto(p, "Tree", nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, _ := it.Method("Put")
+	f.Add([]byte(`{"name":"x","children":[{"name":"y","counts":{"a":1}}],"big":"12"}`))
+	f.Add([]byte{0x1a, 0x02, 0x1a, 0x00})
+	f.Add([]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, v := range []any{encoded{"proto", b}, encoded{"json", b}} {
+			if msg, err := toMessage(v, m.In); err == nil {
+				_ = messageValue(msg, "", 0)
+			}
+		}
+		if args, err := proxy.JSONArgs("[" + string(b) + "]"); err == nil && len(args) == 1 {
+			if msg, err := toMessage(args[0], m.In); err == nil {
+				_ = messageValue(msg, "", 0)
+			}
+			_, _ = javaValue(args[0], "long")
+		}
+	})
 }
