@@ -82,6 +82,12 @@ import (
 // logLevel is -log, for every dubbo-go logger set-up.
 var logLevel = "warn"
 
+// svc is how the provider serves EchoService (its flags).
+var svc struct {
+	iface, group, version, regGroup string
+	tri, interfaceLevel             bool
+}
+
 func main() {
 	var (
 		mode   = flag.String("mode", "provider", "provider or call")
@@ -92,6 +98,15 @@ func main() {
 		wait   = flag.Duration("wait", 20*time.Second, "call: how long to retry until a call succeeds")
 		level  = flag.String("log", "warn", "dubbo-go log level: debug, info, warn, error")
 	)
+	// As the server of the dubbo-go-samples configs: EchoService under
+	// another interface name, over Triple, registered at interface level
+	// too, under a registry group, a service group and a version.
+	flag.StringVar(&svc.iface, "interface", dubbogo.Interface, "provider: the interface EchoService is registered as")
+	flag.BoolVar(&svc.tri, "tri", false, "provider: serve Triple instead of dubbo")
+	flag.StringVar(&svc.group, "group", "", "provider: the service's group")
+	flag.StringVar(&svc.version, "version", "", "provider: the service's version")
+	flag.StringVar(&svc.regGroup, "registry-group", "", "provider: the registry's group (ZooKeeper root)")
+	flag.BoolVar(&svc.interfaceLevel, "interface-level", false, "provider: register the interface too, not only the application")
 	flag.Parse()
 	logLevel = *level
 	gostlog.SetLoggerLevel(logLevel)
@@ -121,15 +136,26 @@ func instance(zkAddr, app string, opts ...dubbo.InstanceOption) (*dubbo.Instance
 		// The instance sets up dubbo-go's logger again, from its own
 		// options: the level must be given here too.
 		dubbo.WithLogger(logger.WithZap(), logger.WithLevel(logLevel)),
-		dubbo.WithRegistry(
-			registry.WithZookeeper(),
-			registry.WithAddress(zkAddr),
-			registry.WithRegisterService(),
-			registry.WithoutUseAsConfigCenter(),
-			registry.WithTimeout(10*time.Second),
-		),
+		dubbo.WithRegistry(registryOptions(zkAddr)...),
 		dubbo.WithShutdown(graceful_shutdown.WithoutInternalSignal()),
 	}, opts...)...)
+}
+
+func registryOptions(zkAddr string) []registry.Option {
+	opts := []registry.Option{
+		registry.WithZookeeper(),
+		registry.WithAddress(zkAddr),
+		registry.WithRegisterService(),
+		registry.WithoutUseAsConfigCenter(),
+		registry.WithTimeout(10 * time.Second),
+	}
+	if svc.interfaceLevel {
+		opts = append(opts, registry.WithRegisterServiceAndInterface())
+	}
+	if svc.regGroup != "" {
+		opts = append(opts, registry.WithGroup(svc.regGroup))
+	}
+	return opts
 }
 
 func provide(zkAddr, app, addr string) error {
@@ -150,8 +176,12 @@ func provide(zkAddr, app, addr string) error {
 	}
 	metaPort := probe.Addr().(*net.TCPAddr).Port
 	probe.Close()
+	proto := protocol.WithDubbo()
+	if svc.tri {
+		proto = protocol.WithTriple()
+	}
 	ins, err := instance(zkAddr, app,
-		dubbo.WithProtocol(protocol.WithDubbo(), protocol.WithIp(host), protocol.WithPort(port)),
+		dubbo.WithProtocol(proto, protocol.WithIp(host), protocol.WithPort(port)),
 		dubbo.WithMetadataServiceProtocol(constant.DefaultProtocol),
 		dubbo.WithMetadataServicePort(metaPort))
 	if err != nil {
@@ -162,7 +192,21 @@ func provide(zkAddr, app, addr string) error {
 	if err != nil {
 		return err
 	}
-	if err := srv.Register(&dubbogo.EchoService{}, nil, server.WithInterface(dubbogo.Interface)); err != nil {
+	sopts := []server.ServiceOption{server.WithInterface(svc.iface)}
+	if svc.group != "" {
+		sopts = append(sopts, server.WithGroup(svc.group))
+	}
+	if svc.version != "" {
+		sopts = append(sopts, server.WithVersion(svc.version))
+	}
+	if svc.tri {
+		// A non-IDL service over Triple: dubbo-go's RegisterService,
+		// hessian2 in the wrapper, as its samples serve one.
+		err = srv.RegisterService(&dubbogo.EchoService{}, append(sopts, server.WithSerialization(constant.Hessian2Serialization))...)
+	} else {
+		err = srv.Register(&dubbogo.EchoService{}, nil, sopts...)
+	}
+	if err != nil {
 		return err
 	}
 	// Serve exports, registers the instance, then blocks forever.
