@@ -369,3 +369,57 @@ provider: {services: {s: {idl: greeter.proto, impl: {forward: up}}}}
 		t.Fatalf("idl resolved to %s", got)
 	}
 }
+
+// A bridge's retries are its reference's, as a direct caller's would be:
+// with retries, a provider that answers "service not found" (retryable) is
+// passed over for the other; without, the caller gets that error, with its
+// code, through the bridge.
+func TestForwardRetries(t *testing.T) {
+	wrong, right := freeTCPPort(t), freeTCPPort(t)
+	newApp(t, `
+application: {name: wrong}
+protocols: {dubbo: {port: `+wrong+`}}
+provider: {services: {other: {interface: org.example.Other}}}
+`, weft.WithService("other", upper{}))
+	newApp(t, `
+application: {name: right}
+protocols: {dubbo: {port: `+right+`}}
+provider: {services: {greeter: {interface: org.example.Greeter}}}
+`, weft.WithService("greeter", greeter{}))
+	bridge := freeTCPPort(t)
+	urls := `"dubbo://127.0.0.1:` + wrong + `;dubbo://127.0.0.1:` + right + `"`
+	newApp(t, `
+application: {name: bridge}
+protocols: {tri: {port: `+bridge+`}}
+consumer:
+  check: false
+  references:
+    retrying: {interface: org.example.Greeter, url: `+urls+`, retries: 2, loadbalance: roundrobin}
+    once: {interface: org.example.Greeter, url: `+urls+`, retries: 0, loadbalance: roundrobin}
+provider:
+  services:
+    retrying: {interface: org.example.Greeter, group: retrying, impl: {forward: retrying}, methods: {sayHello: {params: [java.lang.String], returns: java.lang.String}}}
+    once: {interface: org.example.Greeter, group: once, impl: {forward: once}, methods: {sayHello: {params: [java.lang.String], returns: java.lang.String}}}
+`)
+	call := func(group string) (int, string) {
+		return postJSON(t, "http://127.0.0.1:"+bridge+"/org.example.Greeter/sayHello", `["r"]`, map[string]string{"tri-service-group": group})
+	}
+	for i := range 6 {
+		if code, body := call("retrying"); code != 200 || body != `"hello r"` {
+			t.Fatalf("call %d with retries: %d %s", i, code, body)
+		}
+	}
+	notFound := 0
+	for range 6 {
+		code, body := call("once")
+		if code != 200 {
+			if !strings.Contains(body, "service not found") && !strings.Contains(body, "not found") {
+				t.Fatalf("without retries: %d %s, want the provider's service-not-found", code, body)
+			}
+			notFound++
+		}
+	}
+	if notFound == 0 {
+		t.Fatal("without retries, no call met the provider that lacks the service: the retries above proved nothing")
+	}
+}
