@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -212,4 +213,49 @@ func (s *syncLog) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Dubbo's generic reference (generic: true: each call goes as $invoke, its
+// result comes back in generic form) and lazy connect (lazy: true: the
+// connection is made at the first call, so the reference starts, check
+// and all, before its provider listens).
+func TestGenericAndLazyReferences(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	consumer := newApp(t, `
+application: {name: generic-lazy}
+qos: {enable: false}
+consumer:
+  references:
+    greeter: {interface: org.example.Greeter, url: "dubbo://127.0.0.1:`+port+`", lazy: true, generic: true}
+`)
+	newApp(t, `
+application: {name: generic-lazy-provider}
+protocols: {dubbo: {port: `+port+`}}
+provider: {services: {greeter: {interface: org.example.Greeter}}}
+`, weft.WithService("greeter", seenGeneric{}))
+	iv, err := consumer.Reference("greeter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	inv := kernel.NewInvocation("sayHello", "lazy")
+	inv.ParamTypes = "Ljava/lang/String;"
+	res, err := iv.Invoke(ctx, inv)
+	if err != nil || res.Value != "hello lazy (generic: true)" {
+		t.Fatalf("first call: %v, %v", res.Value, err)
+	}
+}
+
+// seenGeneric says whether its call came as a generic one.
+type seenGeneric struct{}
+
+func (seenGeneric) SayHello(ctx context.Context, name string) (string, error) {
+	inv, _ := kernel.InvocationFrom(ctx)
+	return "hello " + name + " (generic: " + inv.AttachmentString("generic") + ")", nil
 }

@@ -345,6 +345,14 @@ type Reference struct {
 	Filter      string `koanf:"filter"`
 	Mock        string `koanf:"mock"`
 	Sticky      bool   `koanf:"sticky"`
+	// Generic is Dubbo's generic reference (GenericService): each call is
+	// made as $invoke with its arguments in generic form (POJOs as maps),
+	// and its result comes back so; a caller needs no types of the service.
+	Generic bool `koanf:"generic"`
+	// Lazy is Dubbo's lazy connect: a provider's connection is made on the
+	// first call to it, not when it is referred (the provider counts as
+	// available until then).
+	Lazy bool `koanf:"lazy"`
 	Connections int    `koanf:"connections"`
 	// Tag is Dubbo's reference `tag`: its calls prefer providers with this
 	// dubbo.tag (tag routing; a call's own dubbo.tag attachment wins), and

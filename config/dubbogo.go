@@ -384,6 +384,16 @@ func (t *dgTranslator) reference(at, id string, v any) {
 	keys["registry"] = t.registryIDs
 	keys["registry-ids"] = t.registryIDs
 	keys["methods"] = t.methods(p)
+	keys["generic"] = func(at string, v any) {
+		// dubbo-go's generic: "true" is Dubbo's (PojoUtils' maps); its
+		// other forms (gson, protobuf-json, bean) weft does not speak.
+		switch s := strings.ToLower(fmt.Sprint(v)); s {
+		case "true", "false":
+			t.set(p+"generic", s == "true")
+		default:
+			t.unsupported(at)
+		}
+	}
 	t.block(at, v, keys)
 }
 

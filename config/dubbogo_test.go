@@ -118,3 +118,22 @@ func TestFromDubboGoKeysAndDurations(t *testing.T) {
 		t.Fatalf("\n got  %v\n want %v", got, want)
 	}
 }
+
+// dubbo-go's generic: "true" is weft's generic reference; its other forms
+// are named as keys weft does not support.
+func TestFromDubboGoGeneric(t *testing.T) {
+	got, err := FromDubboGo(map[string]any{"consumer": map[string]any{"references": map[string]any{
+		"r": map[string]any{"interface": "a.B", "generic": "true"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := got["consumer"].(map[string]any)["references"].(map[string]any)
+	if refs["r"].(map[string]any)["generic"] != true {
+		t.Fatalf("generic: %v", refs["r"])
+	}
+	_, err = FromDubboGo(map[string]any{"consumer": map[string]any{"references": map[string]any{
+		"r": map[string]any{"interface": "a.B", "generic": "gson"}}}})
+	if err == nil || !strings.Contains(err.Error(), "generic") {
+		t.Fatalf("generic: gson: %v, want it named as unsupported", err)
+	}
+}

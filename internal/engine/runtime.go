@@ -587,6 +587,12 @@ func (rt *Runtime) buildReference(cfg *config.Config, id string, rc config.Refer
 	}
 	set(params, kernel.KeyCluster, firstString(rc.Cluster, cc.Cluster))
 	set(params, cluster.KeyMock, rc.Mock)
+	if rc.Generic {
+		params[KeyGeneric] = "true"
+	}
+	if rc.Lazy {
+		params[KeyLazy] = "true"
+	}
 	if rc.Sticky {
 		params[cluster.KeySticky] = "true"
 	}
@@ -722,8 +728,10 @@ func (rt *Runtime) referOne(ctx context.Context, t *kernel.URL) (kernel.Invoker,
 	if err != nil {
 		return nil, err
 	}
-	iv, err := p.Refer(ctx, t)
-	if err != nil {
+	var iv kernel.Invoker
+	if t.ParamBool(KeyLazy, false) {
+		iv = &lazyInvoker{url: t, refer: func() (kernel.Invoker, error) { return p.Refer(context.WithoutCancel(ctx), t) }}
+	} else if iv, err = p.Refer(ctx, t); err != nil {
 		return nil, err
 	}
 	filters, err := rt.filters.Activate(t, kernel.KeyReferenceFilter, kernel.GroupConsumer)
@@ -1071,6 +1079,9 @@ func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 		return nil, nil, err
 	}
 	iv = extension.BuildChain(iv, clusterFilters)
+	if r.url.ParamBool(KeyGeneric, false) {
+		iv = genericReference{iv}
+	}
 	if rt.cc != nil {
 		// Referred again when the config center changes it: count calls in
 		// flight so the old invoker is destroyed only once they are done.
