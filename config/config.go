@@ -352,8 +352,8 @@ type Reference struct {
 	// Lazy is Dubbo's lazy connect: a provider's connection is made on the
 	// first call to it, not when it is referred (the provider counts as
 	// available until then).
-	Lazy bool `koanf:"lazy"`
-	Connections int    `koanf:"connections"`
+	Lazy        bool `koanf:"lazy"`
+	Connections int  `koanf:"connections"`
 	// Tag is Dubbo's reference `tag`: its calls prefer providers with this
 	// dubbo.tag (tag routing; a call's own dubbo.tag attachment wins), and
 	// fall back to untagged ones unless dubbo.force.tag is true.
