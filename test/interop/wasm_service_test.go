@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/test/interop/dubbogo"
@@ -36,36 +39,52 @@ func wasmGreeter(t *testing.T, sdk string) string {
 	return filepath.Join(out, "greeter.wasm")
 }
 
-// Services implemented in WASM (the Go and Rust SDKs' greeter) answer the
-// peers as a Go provider would: dubbo-go 3.3.1 over dubbo (hessian2) and
-// over Triple (protobuf, the IDL weftbench.echo.EchoService declared by its
-// .proto file), and a Java consumer, plain and with Java's generic $invoke.
+// Services implemented in WASM (the Go and Rust SDKs' greeter), served by
+// the weft command (`weft run`) from a folder holding only a YAML file, an
+// IDL and the module, answer the peers as a Go provider would: dubbo-go
+// 3.3.1 over dubbo (hessian2) and over Triple (protobuf, the IDL
+// weftbench.echo.EchoService declared by its .proto file), and a Java
+// consumer, plain and with Java's generic $invoke.
 func TestPeersCallWasmServices(t *testing.T) {
 	triBin := buildDubbogoTri(t)
 	peer := javaPeer(t)
-	protoFile, err := filepath.Abs(filepath.Join("..", "..", "apps", "examples", "echo", "echopb", "echo.proto"))
+	cli := buildWeftCLI(t)
+	proto, err := os.ReadFile(filepath.Join("..", "..", "apps", "examples", "echo", "echopb", "echo.proto"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, sdk := range []string{"rust", "go"} {
 		t.Run(sdk, func(t *testing.T) {
-			mod := wasmGreeter(t, sdk)
+			// The folder a user deploys: YAML, IDL, module; paths
+			// relative to the YAML.
+			dir := t.TempDir()
+			mod, err := os.ReadFile(wasmGreeter(t, sdk))
+			if err != nil {
+				t.Fatal(err)
+			}
 			addr, port := freeAddr(t)
 			triAddr, triPort := freeAddr(t)
-			startWeft(t, weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+			for name, b := range map[string][]byte{"echo.proto": proto, "greeter.wasm": mod, "service.yaml": []byte(fmt.Sprintf(`
+application: {name: wasm-%s}
+qos: {enable: false}
 protocols: {dubbo: {port: %d}, tri: {port: %d}}
 provider:
   services:
     echo:
       interface: %s
       protocol: dubbo
-      impl: {wasm: %s}
+      impl: {wasm: greeter.wasm}
       methods: {echo: {params: [java.lang.String], returns: java.lang.String}}
     idl:
-      idl: %s
+      idl: echo.proto
       protocol: tri
-      impl: {wasm: %s}
-`, port, triPort, dubbogo.Interface, mod, protoFile, mod))))
+      impl: {wasm: greeter.wasm}
+`, sdk, port, triPort, dubbogo.Interface))} {
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			weftRun(t, cli, filepath.Join(dir, "service.yaml"), addr, triAddr)
 
 			c, err := dubbogo.NewClient("dubbo://" + addr)
 			if err != nil {
@@ -109,6 +128,48 @@ provider:
 // provider: curl's JSON and grpcurl (grpc-go) call it through a weft App
 // that forwards each call, and get the provider's results, its POJO, its
 // business error and its reply attachments.
+// weftRun runs `weft run -c config` until the test ends, once addrs
+// answer.
+func weftRun(t *testing.T, cli, config string, addrs ...string) {
+	t.Helper()
+	cmd := exec.Command(cli, "run", "-c", config)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for _, a := range addrs {
+		for {
+			c, err := net.DialTimeout("tcp", a, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case err := <-exited:
+				t.Fatalf("weft run exited: %v\n%s", err, logs.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("weft run: %s does not answer after 30 s\n%s", a, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 func TestBridgeToDubboGoProvider(t *testing.T) {
 	grpcurl := buildTool(t, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
 	addr, _ := freeAddr(t)
