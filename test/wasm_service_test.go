@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,7 +180,7 @@ func TestWasmServiceHotReload(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "greeter.wasm")
 	copyFile(t, mods["go"], path)
-	startApp(t, `
+	provider := startApp(t, `
 application: {name: wasm-reload}
 registries: {local: {address: "embedded://`+dir+`"}}
 protocols: {dubbo: {port: 0}}
@@ -255,6 +256,22 @@ consumer: {references: {greeter: {interface: org.example.Greeter, protocol: dubb
 		t.Fatalf("%d of %d calls failed during the reload; first: %v", failed.Load(), calls.Load(), firstErr.Load())
 	}
 	t.Logf("%d calls by 8 callers across the reload, none failed", calls.Load())
+	// The module's metrics are the WASM filters', labelled with the
+	// service.
+	rec := httptest.NewRecorder()
+	provider.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	var lines []string
+	for l := range strings.Lines(rec.Body.String()) {
+		if strings.Contains(l, `filter="service:greeter"`) {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{"weft_wasm_calls_total{", "weft_wasm_reloads_total{"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %s...filter=\"service:greeter\"...; its lines of the service:\n%s", want, got)
+		}
+	}
 }
 
 // Bad WASM services are start-up errors naming the key; a guest that

@@ -200,6 +200,13 @@ func New(d Deps) (*Runtime, error) {
 		}
 		return nil, fmt.Errorf("weft: config: %w", errors.Join(c.errs...))
 	}
+	if len(rt.wasmServices) > 0 {
+		svc := make(map[string]*wasmfilter.Filter, len(rt.wasmServices))
+		for _, f := range rt.wasmServices {
+			svc["service:"+f.Name()] = f
+		}
+		rt.obs.SetWasmServices(svc)
+	}
 	// WASM filters' callouts to ref: clusters call the App's references;
 	// their bodies are in the App's serializations.
 	sers := NewSerializations(d.Serializations)

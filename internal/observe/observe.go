@@ -33,6 +33,11 @@ type Observer struct {
 	changes map[metrics.ConfigChange]int64 // Count 0 in the key
 	seen    map[string]bool                // documents seen, by key and group
 
+	// services are the modules of services implemented in WASM, by
+	// their metric name ("service:<id>"): reported beside the WASM
+	// filters, read at scrape time (SetWasmServices).
+	services atomic.Pointer[map[string]*wasmfilter.Filter]
+
 	// Metrics is the App's registry; nil when metrics are off.
 	Metrics *metrics.Registry
 }
@@ -190,9 +195,19 @@ func (obs *Observer) sources(protocols *kernel.Loader[extension.Protocol], wasm 
 			return metrics.ConfigApplies{Applied: obs.applied.Load(), Restart: obs.restart.Load(), Rejected: obs.rejected.Load()}
 		},
 		Wasm: func() []metrics.WasmFilter {
-			out := make([]metrics.WasmFilter, 0, len(wasm))
-			for _, name := range sortedNames(wasm) {
-				s := wasm[name].Stats()
+			all := wasm
+			if svc := obs.services.Load(); svc != nil && len(*svc) > 0 {
+				all = make(map[string]*wasmfilter.Filter, len(wasm)+len(*svc))
+				for k, f := range wasm {
+					all[k] = f
+				}
+				for k, f := range *svc {
+					all[k] = f
+				}
+			}
+			out := make([]metrics.WasmFilter, 0, len(all))
+			for _, name := range sortedNames(all) {
+				s := all[name].Stats()
 				w := metrics.WasmFilter{Name: name, Calls: s.Calls, Traps: s.Traps, Timeouts: s.Timeouts,
 					Reloads: s.Reloads, FailedReloads: s.FailedReloads, Instances: int64(s.Live), MemoryBytes: s.MemoryBytes,
 					FailOpen: s.FailOpen, StartFailures: s.StartFailures, Backoffs: s.Backoffs}
@@ -215,4 +230,12 @@ func sortedNames(m map[string]*wasmfilter.Filter) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// SetWasmServices reports the modules of the services implemented in WASM
+// with the WASM filters (weft_wasm_* metrics, label filter="service:<id>").
+func (obs *Observer) SetWasmServices(m map[string]*wasmfilter.Filter) {
+	if obs != nil {
+		obs.services.Store(&m)
+	}
 }
