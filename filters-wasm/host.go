@@ -106,7 +106,11 @@ func (in *instance) hGetArguments(ctx context.Context, s []uint64) {
 		return
 	}
 	if in.args != nil {
-		s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), in.args))
+		b, err := in.args()
+		if err != nil {
+			b = []byte(`"(not representable as JSON)"`) // as appendJSON says it
+		}
+		s[0] = uint64(in.returnBytes(ctx, uint32(s[0]), uint32(s[1]), b))
 		return
 	}
 	in.scratch = appendJSON(in.scratch[:0], in.inv.Args)

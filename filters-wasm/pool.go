@@ -449,8 +449,8 @@ type instance struct {
 	// nil when it set none; deadline the call's, Unix ms (0: none).
 	answer   []byte
 	deadline int64
-	args     []byte // a service's arguments as JSON, given by Serve
-	values   []any  // and as values (get_argument_string)
+	args     func() ([]byte, error) // a service's arguments as JSON, given by Serve
+	values   []any                  // and as values (get_argument_string)
 	// answerString: answer is a string set by set_result_string, not JSON.
 	answerString bool
 	keys         map[string]string

@@ -41,12 +41,12 @@ func (f *Filter) roleExports(cm wazero.CompiledModule) error {
 }
 
 // Serve runs the module's weft_on_call for a call of the service it
-// implements. args, when not nil, is what get_arguments returns (the
-// arguments in their declared types, as JSON); without it the host renders
-// inv's arguments. The result is the guest's JSON as it set it
+// implements. args, when not nil, gives what get_arguments returns (the
+// arguments in their declared types, as JSON), called only when the guest
+// asks; without it the host renders inv's arguments. The result is the guest's JSON as it set it
 // (kernel.Encoded, "json"; JSON null when it set none), with the
 // attachments it set.
-func (f *Filter) Serve(ctx context.Context, inv *kernel.Invocation, args []byte, values []any) (kernel.Result, error) {
+func (f *Filter) Serve(ctx context.Context, inv *kernel.Invocation, args func() ([]byte, error), values []any) (kernel.Result, error) {
 	v, in, err := f.acquire(ctx, exportOnCall)
 	if err != nil {
 		if be, ok := err.(*backoffErr); ok {

@@ -28,7 +28,7 @@ func BenchmarkServe(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			res, err := f.Serve(context.Background(), kernel.NewInvocation("echo", arg), args, []any{arg})
+			res, err := f.Serve(context.Background(), kernel.NewInvocation("echo", arg), func() ([]byte, error) { return args, nil }, []any{arg})
 			if _, ok := res.Value.(string); err != nil || !ok {
 				b.Fatalf("%T %v %v", res.Value, res.Value, err)
 			}

@@ -160,11 +160,9 @@ func (rt *Runtime) wasmHandler(id string, im *config.Impl, declared *idl.Interfa
 	f.SetReferences(rt.Reference)
 	rt.wasmServices = append(rt.wasmServices, f)
 	h := idl.HandlerFunc(func(ctx context.Context, c *idl.Call) (kernel.Result, error) {
-		args, err := c.ArgsJSON()
-		if err != nil {
-			return kernel.Result{}, kernel.Wrap(kernel.CodeSerialization, err, "%s: arguments as JSON", id)
-		}
-		return f.Serve(ctx, c.Inv, args, c.Args)
+		// The JSON is made only if the guest asks for it: one that reads
+		// a string argument with get_argument_string never does.
+		return f.Serve(ctx, c.Inv, c.ArgsJSON, c.Args)
 	})
 	return forward{Handler: h, wasm: f}, nil
 }

@@ -50,13 +50,12 @@ func Forward(target func() (kernel.Invoker, error), o ForwardOptions) Handler {
 			out = proxy.GenericInvocation(view.WireName(m.Name), m.Params, args)
 		case m.Proto():
 			msg := c.Args[0].(protoreflect.ProtoMessage).ProtoReflect()
-			class := JavaClass(m.In)
-			out = proxy.GenericInvocation(view.WireName(m.Name), []string{class}, []any{messageValue(msg, class, 0)})
-		case !m.Proto() && descriptorOK(m.Params):
+			out = proxy.GenericInvocation(view.WireName(m.Name), []string{m.inClass}, []any{messageValue(msg, m.inClass, 0)})
+		case m.descriptor != "" || len(m.Params) == 0:
 			// Java's scalar types: an ordinary call with the JVM
 			// descriptor, as a typed Java consumer makes it; a generic
 			// call's conversions on both ends cost more than the hop.
-			out = &kernel.Invocation{Method: m.Name, ParamTypes: Descriptor(m.Params), Args: c.Args}
+			out = &kernel.Invocation{Method: m.Name, ParamTypes: m.descriptor, Args: c.Args}
 		default:
 			out = proxy.GenericInvocation(m.Name, m.Params, c.Args)
 		}

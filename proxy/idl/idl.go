@@ -8,6 +8,7 @@
 package idl
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,22 @@ type Method struct {
 	// Stream is the method's kind; only unary methods are served by a
 	// Handler today.
 	Stream kernel.StreamKind
+
+	// What a forward writes, worked out once (prepare): the JVM
+	// descriptor of a table method whose parameters are all Java scalars
+	// ("" otherwise), and the Java class of a proto method's request.
+	descriptor, inClass string
+}
+
+// prepare works out, once, what each call of m would otherwise compute.
+func (m *Method) prepare() {
+	if m.In != nil {
+		m.inClass = JavaClass(m.In)
+		return
+	}
+	if descriptorOK(m.Params) {
+		m.descriptor = Descriptor(m.Params)
+	}
 }
 
 // Proto reports whether the method's types are protobuf messages.
@@ -150,7 +167,9 @@ func FromTable(name string, methods map[string]MethodTypes) (*Interface, error) 
 				return nil, fmt.Errorf("methods.%s.returns: %w", n, err)
 			}
 		}
-		if err := it.add(&Method{Name: n, Params: mt.Params, Returns: mt.Returns}); err != nil {
+		m := &Method{Name: n, Params: mt.Params, Returns: mt.Returns}
+		m.prepare()
+		if err := it.add(m); err != nil {
 			return nil, err
 		}
 	}
@@ -185,6 +204,7 @@ func LoadProto(path, service string, importPaths []string, table map[string]Meth
 	for i := range ms.Len() {
 		md := ms.Get(i)
 		m := &Method{Name: string(md.Name()), In: md.Input(), Out: md.Output()}
+		m.prepare()
 		switch {
 		case md.IsStreamingClient() && md.IsStreamingServer():
 			m.Stream = kernel.BidiStreaming
@@ -261,7 +281,7 @@ func compileProto(path string, importPaths []string) (protoreflect.FileDescripto
 			if err != nil {
 				return nil, err
 			}
-			return io.NopCloser(strings.NewReader(string(b))), nil
+			return io.NopCloser(bytes.NewReader(b)), nil
 		},
 	}
 	var reports []string

@@ -243,7 +243,7 @@ func (h *handler) Reply(ch *netty.Conn, req *netty.Request) *netty.Response {
 	inv := &f.inv
 	*inv = kernel.Invocation{Method: r.Method, ParamTypes: r.ParamTypes, Args: r.Args, RemoteAddr: ch.RemoteAddrString(), TLS: ch.TLS(), MTLS: ch.MTLS()}
 	inv.SetAttachments(r.Attachments)
-	if e.invoker.URL().Interface() == exports.Wildcard {
+	if e.key == exports.Wildcard { // set at export: no URL lookup per call
 		// A gateway: it learns which service was called from here.
 		inv.SetAttachment(kernel.KeyInterface, iface)
 		inv.SetAttachment(kernel.KeyGroup, group)

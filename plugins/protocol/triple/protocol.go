@@ -120,7 +120,7 @@ type server struct {
 
 func (s *server) lookup(key string) *exporter {
 	e, _ := s.exporters.Lookup(key)
-	if e != nil && (key == healthService || strings.HasPrefix(key, "grpc.reflection.")) && e.invoker.URL().Interface() == exports.Wildcard {
+	if e != nil && e.key == exports.Wildcard && (key == healthService || strings.HasPrefix(key, "grpc.reflection.")) {
 		return nil // the server's own services are never a gateway's
 	}
 	return e
@@ -710,7 +710,7 @@ func attachmentsOf(h []hpackField) map[string]any {
 // addressed tells a gateway (an export of interface "*", which serves
 // every service not exported here) which service a call is for.
 func addressed(e *exporter, inv *kernel.Invocation, svc, group, version string) {
-	if e.invoker.URL().Interface() != exports.Wildcard {
+	if e.key != exports.Wildcard { // the export's key, set once: no URL lookup per call
 		return
 	}
 	inv.SetAttachment(kernel.KeyInterface, svc)
