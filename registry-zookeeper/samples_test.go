@@ -28,32 +28,11 @@ func (g sampleGreeter) SayHello(_ context.Context, name string) (string, error) 
 // license) run in weft as they are: they refer, through ZooKeeper, what a
 // weft provider registered, and their references call it over Triple.
 func TestDubboGoSampleClientConfigs(t *testing.T) {
-	addr := os.Getenv("ZOOKEEPER_TEST_ADDR")
-	if addr == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("ZOOKEEPER_TEST_ADDR is not set: .ci/run starts ZooKeeper and sets it")
-		}
-		t.Skip("ZOOKEEPER_TEST_ADDR is not set: start test/zookeeper/zk.sh and set ZOOKEEPER_TEST_ADDR=127.0.0.1:2181")
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	start := func(t *testing.T, opts ...weft.Option) *weft.App {
-		t.Helper()
-		app, err := weft.New(append([]weft.Option{weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(zookeeper.Plugin())}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := app.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { app.Stop(context.Background()) })
-		return app
-	}
+	addr := sampleZK(t)
 	// The providers the samples' servers would be, in weft, in both
 	// registry groups the configs use (the root and myGroup).
 	for _, group := range []string{"", "?group=myGroup"} {
-		start(t, weft.WithConfig(weft.ConfigYAML(`
+		startZKApp(t, weft.WithConfig(weft.ConfigYAML(`
 application: {name: sample-provider}
 registries: {zk: {address: "zookeeper://`+addr+group+`"}}
 protocols: {tri: {port: 0}}
@@ -81,7 +60,7 @@ provider:
 			if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "127.0.0.1:2181", addr)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			app := start(t, weft.WithConfig(weft.ConfigFiles(path)...))
+			app := startZKApp(t, weft.WithConfig(weft.ConfigFiles(path)...))
 			iv, err := app.Reference(c.ref)
 			if err != nil {
 				t.Fatal(err)
@@ -101,28 +80,10 @@ provider:
 // names callers use, to the providers ZooKeeper lists; a service not on its
 // allow-list is refused.
 func TestGatewayThroughZooKeeper(t *testing.T) {
-	addr := os.Getenv("ZOOKEEPER_TEST_ADDR")
-	if addr == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("ZOOKEEPER_TEST_ADDR is not set: .ci/run starts ZooKeeper and sets it")
-		}
-		t.Skip("ZOOKEEPER_TEST_ADDR is not set")
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr := sampleZK(t)
 	start := func(yaml string, opts ...weft.Option) *weft.App {
 		t.Helper()
-		app, err := weft.New(append([]weft.Option{weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(zookeeper.Plugin()),
-			weft.WithConfig(weft.ConfigYAML(yaml))}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := app.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { app.Stop(context.Background()) })
-		return app
+		return startZKApp(t, append(opts, weft.WithConfig(weft.ConfigYAML(yaml)))...)
 	}
 	root := "zookeeper://" + addr + "?group=weft-gateway-test"
 	start(`
@@ -172,4 +133,36 @@ consumer:
 	if _, err := iv.Invoke(ctx, kernel.NewInvocation("sayHello", "x")); kernel.CodeOf(err) != kernel.CodeForbidden || !strings.Contains(err.Error(), "not on its allow-list") {
 		t.Fatalf("secret through the gateway: %v, want forbidden", err)
 	}
+}
+
+// sampleZK is the ZooKeeper of these tests: ZOOKEEPER_TEST_ADDR, required
+// under CI.
+func sampleZK(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("ZOOKEEPER_TEST_ADDR")
+	if addr == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("ZOOKEEPER_TEST_ADDR is not set: .ci/run starts ZooKeeper and sets it")
+		}
+		t.Skip("ZOOKEEPER_TEST_ADDR is not set: start test/zookeeper/zk.sh and set ZOOKEEPER_TEST_ADDR=127.0.0.1:2181")
+	}
+	return addr
+}
+
+// startZKApp starts a quiet App with the ZooKeeper plugin, stopped when
+// the test ends.
+func startZKApp(t *testing.T, opts ...weft.Option) *weft.App {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	app, err := weft.New(append([]weft.Option{weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(zookeeper.Plugin())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	return app
 }

@@ -463,31 +463,17 @@ provider:
 	if got, err := c.Who(ctx); err != nil || got != "a|" {
 		t.Fatalf("before: %q, %v", got, err)
 	}
-	var calls, failed atomic.Int64
 	var seenB atomic.Bool
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				got, err := c.Who(ctx)
-				calls.Add(1)
-				switch {
-				case err != nil || (got != "a|" && got != "b|"):
-					failed.Add(1)
-				case got == "b|":
-					seenB.Store(true)
-				}
-			}
-		}()
-	}
+	load := callersUnderLoad(8, func() error {
+		got, err := c.Who(ctx)
+		if err == nil && got != "a|" && got != "b|" {
+			err = fmt.Errorf("got %q", got)
+		}
+		if got == "b|" {
+			seenB.Store(true)
+		}
+		return err
+	})
 	start := time.Now()
 	if err := pub.PublishConfig(ctx, dataID, "", "provider: {services: {node: {impl: {forward: b}}}}\n"); err != nil {
 		t.Fatal(err)
@@ -496,16 +482,15 @@ provider:
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	calls, failed, firstErr := load()
 	if !seenB.Load() {
 		t.Fatalf("the forward target did not follow the published document within 15 s")
 	}
-	if failed.Load() != 0 {
-		t.Fatalf("%d of %d calls failed during the change", failed.Load(), calls.Load())
+	if failed != 0 {
+		t.Fatalf("%d of %d calls failed during the change; first: %v", failed, calls, firstErr)
 	}
 	if got, err := c.Who(ctx); err != nil || got != "b|" {
 		t.Fatalf("after: %q, %v", got, err)
 	}
-	t.Logf("forward moved to b %v after publishing; %d calls by 8 callers, none failed", time.Since(start).Round(10*time.Millisecond), calls.Load())
+	t.Logf("forward moved to b %v after publishing; %d calls by 8 callers, none failed", time.Since(start).Round(10*time.Millisecond), calls)
 }

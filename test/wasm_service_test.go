@@ -211,28 +211,12 @@ consumer: {references: {greeter: {interface: org.example.Greeter, protocol: dubb
 	if by, err := servedBy(ctx); err != nil || by != "wasm-go" {
 		t.Fatalf("before: %q, %v", by, err)
 	}
-	var calls, failed atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				calls.Add(1)
-				if got, err := c.SayHello(ctx, "x"); err != nil || got != "hello x" {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("%q, %v", got, err))
-				}
-			}
-		}()
-	}
+	load := callersUnderLoad(8, func() error {
+		if got, err := c.SayHello(ctx, "x"); err != nil || got != "hello x" {
+			return fmt.Errorf("%q, %v", got, err)
+		}
+		return nil
+	})
 	time.Sleep(200 * time.Millisecond)
 	copyFile(t, mods["rust"], path+".new")
 	if err := os.Rename(path+".new", path); err != nil {
@@ -250,12 +234,11 @@ consumer: {references: {greeter: {interface: org.example.Greeter, protocol: dubb
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d of %d calls failed during the reload; first: %v", failed.Load(), calls.Load(), firstErr.Load())
+	calls, failed, firstErr := load()
+	if failed != 0 {
+		t.Fatalf("%d of %d calls failed during the reload; first: %v", failed, calls, firstErr)
 	}
-	t.Logf("%d calls by 8 callers across the reload, none failed", calls.Load())
+	t.Logf("%d calls by 8 callers across the reload, none failed", calls)
 	// The module's metrics are the WASM filters', labelled with the
 	// service.
 	rec := httptest.NewRecorder()
@@ -343,4 +326,41 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// callersUnderLoad runs call in a loop on n goroutines until the returned
+// stop is called, which waits for them and says how many calls were made,
+// how many failed and the first failure.
+func callersUnderLoad(n int, call func() error) (stop func() (calls, failed int64, first error)) {
+	var nCalls, nFailed atomic.Int64
+	var firstErr atomic.Pointer[error]
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				nCalls.Add(1)
+				if err := call(); err != nil {
+					nFailed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	return func() (int64, int64, error) {
+		close(done)
+		wg.Wait()
+		var e error
+		if p := firstErr.Load(); p != nil {
+			e = *p
+		}
+		return nCalls.Load(), nFailed.Load(), e
+	}
 }
