@@ -187,6 +187,9 @@ type Conn struct {
 	// byte a second would defeat every idle rule (slowloris).
 	lastRead  atomic.Int64
 	lastWrite atomic.Int64
+	// writes counts write system calls: frames per write is what
+	// batching buys (tests read it).
+	writes atomic.Int64
 	// partialAt is when the read loop started holding an incomplete frame
 	// (or skipping a rejected one), 0 when it holds none; partialSize is
 	// that frame's length when the codec can tell it. The server's watch
@@ -308,6 +311,9 @@ type StatefulChannel interface {
 	// or the frame that says the connection ends: on a server it never
 	// waits for room in a queue its peer does not drain, as Send may.
 	SendNoWait(msg any) error
+	// SendMore is Send for a frame the sender soon follows with more (a
+	// stream's messages): queued, so that they are written together.
+	SendMore(msg any) error
 	// CloseGracefully flushes what is queued (bounded by wait), then closes.
 	CloseGracefully(wait time.Duration)
 	// Done is closed when the channel closes.
@@ -436,7 +442,21 @@ func (c *Conn) SetAttr(k, v any) { c.attrs.Store(k, v) }
 // on a peer that does not read. On a server, a frame that would take the
 // connection's pending bytes past maxPending waits for the writer to make
 // room first (or for the connection to close: ErrClosed).
-func (c *Conn) Send(msg any) error { return c.send(msg, false) }
+func (c *Conn) Send(msg any) error { return c.send(msg, 0) }
+
+// SendMore is Send for a frame its sender will soon follow with more (the
+// messages of a stream, sent in a loop): it is queued for the write loop,
+// never written by the sender, so that the frames sent while the write
+// loop wakes and writes go out together, one system call for several
+// messages, as grpc-go's loopy writer does. A lone call's frame is better
+// sent with Send, which writes it at once.
+func (c *Conn) SendMore(msg any) error { return c.send(msg, sendMore) }
+
+// Ways of sending (send's mode).
+const (
+	sendControl = 1 << iota // never waits for room (SendNoWait, SendControl)
+	sendMore                // queued for the write loop (SendMore)
+)
 
 // SendNoWait is Send for a frame that must never wait for room on a
 // server: a control frame a protocol answers its peer with from the read
@@ -444,9 +464,9 @@ func (c *Conn) Send(msg any) error { return c.send(msg, false) }
 // connection ends (HTTP/2's GOAWAY, Dubbo's READONLY event), which a
 // server closing many connections sends to each in turn. Such frames are
 // counted or sent once, so they need no room of their own.
-func (c *Conn) SendNoWait(msg any) error { return c.send(msg, true) }
+func (c *Conn) SendNoWait(msg any) error { return c.send(msg, sendControl) }
 
-func (c *Conn) send(msg any, control bool) error {
+func (c *Conn) send(msg any, mode int) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -472,7 +492,7 @@ func (c *Conn) send(msg any, control bool) error {
 		putScratch(bp, frame)
 		return ErrClosed
 	}
-	if c.pauseReads && !control && c.mustWait(len(frame)) {
+	if c.pauseReads && mode&sendControl == 0 && c.mustWait(len(frame)) {
 		// The slow path: the peer takes less than the server answers. The
 		// frame waits before Sequence gives it its place on the wire.
 		if !c.waitRoom(len(frame)) {
@@ -501,7 +521,7 @@ func (c *Conn) send(msg any, control bool) error {
 	var inline []byte
 	took := false // inline is the queue's buffer, not the caller's frame
 	switch {
-	case c.flushing || c.raw == nil || c.coming.Load() > c.comingOver:
+	case c.flushing || c.raw == nil || mode&sendMore != 0 || c.coming.Load() > c.comingOver:
 		c.wbuf = append(c.wbuf, frame...)
 		c.noteLen()
 	case len(c.wbuf) == 0:
@@ -552,7 +572,7 @@ func (c *Conn) SendControl(msg any) error {
 		c.fail(err)
 		return err
 	}
-	return c.send(msg, true)
+	return c.send(msg, sendControl)
 }
 
 // CountControl counts a control frame about to be queued and reports
@@ -737,6 +757,7 @@ func (c *Conn) writeNow(buf []byte, took bool) {
 func (c *Conn) nonBlockingWrite(fd uintptr) bool {
 	for c.nbDone < len(c.nbBuf) {
 		k, e := syscall.Write(int(fd), c.nbBuf[c.nbDone:])
+		c.writes.Add(1)
 		if k > 0 {
 			c.nbDone += k
 		}
@@ -823,6 +844,7 @@ func (c *Conn) write(buf []byte) error {
 		n := min(len(buf), writeChunk)
 		c.nc.SetWriteDeadline(time.Now().Add(writeStall))
 		k, err := c.nc.Write(buf[:n])
+		c.writes.Add(1)
 		buf = buf[k:]
 		if err != nil {
 			var ne net.Error

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,6 +233,39 @@ func TestLastSenderTakesQueuedFramesAlong(t *testing.T) {
 	}
 	if got := readFrames(t, peer, 2); got[0] != "queued" || got[1] != "last" {
 		t.Fatalf("frames %q, want the queued one first", got)
+	}
+}
+
+// A stream's messages (SendMore) are queued for the write loop, which
+// writes those sent while it woke together: far fewer write system calls
+// than frames, every frame in order.
+func TestSendMoreBatchesWrites(t *testing.T) {
+	c, peer := pipePair(t)
+	const frames = 2000
+	body := strings.Repeat("m", 1024)
+	got := make(chan []string, 1)
+	go func() { got <- readFrames(t, peer, frames) }()
+	before := c.writes.Load()
+	for i := range frames {
+		if err := c.SendMore(&Request{ID: uint64(i), Data: fmt.Sprintf("%05d%s", i, body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out []string
+	select {
+	case out = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the frames were not all written in 10s")
+	}
+	for i, s := range out {
+		if s[:5] != fmt.Sprintf("%05d", i) {
+			t.Fatalf("frame %d is %q", i, s[:5])
+		}
+	}
+	if w := c.writes.Load() - before; w > frames/2 {
+		t.Fatalf("%d write system calls for %d frames: SendMore did not batch", w, frames)
+	} else {
+		t.Logf("%d frames in %d writes", frames, w)
 	}
 }
 

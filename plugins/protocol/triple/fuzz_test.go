@@ -28,6 +28,7 @@ func (r *recorder) Send(msg any) error {
 }
 
 func (r *recorder) SendNoWait(msg any) error { return r.Send(msg) }
+func (r *recorder) SendMore(msg any) error   { return r.Send(msg) }
 
 func (r *recorder) CloseGracefully(time.Duration) { r.closed = true }
 

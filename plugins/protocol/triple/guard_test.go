@@ -707,6 +707,7 @@ func (w *wireRecorder) Send(msg any) error {
 	return err
 }
 func (w *wireRecorder) SendNoWait(msg any) error      { return w.Send(msg) }
+func (w *wireRecorder) SendMore(msg any) error        { return w.Send(msg) }
 func (w *wireRecorder) CloseGracefully(time.Duration) { w.closed = true }
 func (w *wireRecorder) Close() error                  { w.closed = true; return nil }
 

@@ -212,6 +212,8 @@ type wire interface {
 	// SendNoWait is Send for the frames the read loop answers with and
 	// GOAWAY: never waiting for room in a queue the peer does not drain.
 	SendNoWait(msg any) error
+	// SendMore is Send for a stream's messages: queued, written together.
+	SendMore(msg any) error
 	CloseGracefully(wait time.Duration)
 	Close() error
 	// CountControl counts a control frame about to be sent: false past
@@ -341,6 +343,14 @@ func (sc *serverConn) release(st *stream) {
 // room while the peer is slow to read (netty's Send on a server).
 func (sc *serverConn) send(b []byte) {
 	if err := sc.conn.Send(rawFrames(b)); err != nil && err != netty.ErrClosed {
+		sc.conn.Close()
+	}
+}
+
+// sendMore is send for a stream's messages, which come one after another:
+// queued, so that the transport writes them together.
+func (sc *serverConn) sendMore(b []byte) {
+	if err := sc.conn.SendMore(rawFrames(b)); err != nil && err != netty.ErrClosed {
 		sc.conn.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -186,46 +187,58 @@ func (ss *serverStream) SendMsg(m any) error {
 	if !ok {
 		return kernel.Errorf(kernel.CodeSerialization, "SendMsg of %T: Triple streams carry protobuf messages", m)
 	}
-	out, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(pm)), pm)
+	bp := frameBufs.Get().(*[]byte)
+	defer putFrameBuf(bp)
+	buf := slices.Grow((*bp)[:0], h2.FrameHeaderLen+5+proto.Size(pm))[:h2.FrameHeaderLen+5]
+	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, pm)
+	*bp = buf
 	if err != nil {
 		return kernel.Wrap(kernel.CodeSerialization, err, "stream message %T", m)
 	}
-	return ss.sendPrefixed(out)
+	return ss.sendFramed(buf)
 }
 
 // sendRaw sends an encoded message.
 func (ss *serverStream) sendRaw(b []byte) error {
-	return ss.sendPrefixed(append(make([]byte, 5, 5+len(b)), b...))
+	bp := frameBufs.Get().(*[]byte)
+	defer putFrameBuf(bp)
+	*bp = append(append((*bp)[:0], make([]byte, h2.FrameHeaderLen+5)...), b...)
+	return ss.sendFramed(*bp)
 }
 
-// sendPrefixed sends out, a message after 5 bytes of room for its prefix.
-func (ss *serverStream) sendPrefixed(out []byte) error {
+// sendFramed sends a message that buf holds after room for a DATA frame's
+// header and the gRPC prefix: when the windows take it whole, buf is the
+// frame, sent as it is. The transport has copied or written it once
+// SendMore returns, so buf may be reused then.
+func (ss *serverStream) sendFramed(buf []byte) error {
+	out := buf[h2.FrameHeaderLen:]
+	out[0] = 0
 	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
 	st, sc := ss.st, ss.st.sc
-	var frames []byte
 	if !ss.sentHeaders {
 		ss.sentHeaders = true
 		hb := h2.AppendField(nil, ":status", "200")
 		hb = h2.AppendField(hb, "content-type", ss.contentType)
 		hb = appendMetadata(hb, headersOf(ss.inv))
-		frames = h2.AppendHeaders(nil, st.id, hb, sc.maxFrameNow(), false)
+		sc.sendMore(h2.AppendHeaders(nil, st.id, hb, sc.maxFrameNow(), false))
 	}
+	whole := len(out)
 	for len(out) > 0 {
 		n, maxFrame := sc.reserve(ss.ctx, st, len(out))
 		if n == 0 {
-			if len(frames) > 0 {
-				sc.send(frames)
-			}
 			if err := ss.ctx.Err(); err != nil {
 				return err
 			}
 			return kernel.Errorf(kernel.CodeNetwork, "the stream was reset or its connection closed")
 		}
-		frames = h2.AppendData(frames, st.id, out[:n], maxFrame, false)
 		sc.dataOut.Add(int64((n + maxFrame - 1) / maxFrame))
+		if n == whole && n <= maxFrame {
+			h2.AppendFrameHeader(buf[:0], n, h2.FrameData, 0, st.id)
+			sc.sendMore(buf)
+			return nil
+		}
+		sc.sendMore(h2.AppendData(nil, st.id, out[:n], maxFrame, false))
 		out = out[n:]
-		sc.send(frames)
-		frames = nil
 	}
 	return nil
 }
