@@ -380,11 +380,19 @@ type requestFrame struct {
 	inv  kernel.Invocation
 	ctx  kernel.CallContext
 	resp responseFrame
+	dec  hessian2.Decoder // the body's, used while it is decoded
 }
 
 type responseFrame struct {
 	netty.Response
 	body RPCResult
+}
+
+// decodedResponse is a response read by a consumer, with the decoder of
+// its body.
+type decodedResponse struct {
+	responseFrame
+	dec hessian2.Decoder
 }
 
 // NewResponse returns an OK response carrying a result, allocated together.
@@ -490,7 +498,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 		}
 		return req, total, nil
 	}
-	f := &responseFrame{}
+	f := &decodedResponse{}
 	resp := &f.Response
 	resp.ID, resp.Status, resp.Event = id, status, flag&FlagEvent != 0
 	switch {
@@ -522,7 +530,7 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 			resp.ErrMsg = fmt.Sprintf("status %d with an undecodable message", status)
 		}
 	default:
-		if err := c.decodeResult(body, &f.body); err != nil {
+		if err := c.decodeResult(body, &f.body, &f.dec); err != nil {
 			resp.Status, resp.ErrMsg = kernel.ResponseBadResponse, fmt.Sprintf("weft: dubbo response %d: %v", id, err)
 		} else {
 			resp.Data = &f.body
@@ -532,7 +540,15 @@ func (c *Codec) Decode(src []byte) (any, int, error) {
 }
 
 func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
-	d := c.budget(hessian2.NewInterningDecoder(body, c.intern))
+	var d *hessian2.Decoder
+	if r.frame != nil {
+		d = &r.frame.dec
+		d.Reset(body)
+		d.SetInterner(c.intern)
+	} else {
+		d = hessian2.NewInterningDecoder(body, c.intern)
+	}
+	c.budget(d)
 	defer d.Release()
 	return readRequest(d, d.DecodeString, d.DecodeStringMap, r)
 }
@@ -583,8 +599,11 @@ func readRequest(d extension.Decoder, readStr func() (string, error), readAtt fu
 	return nil
 }
 
-func (c *Codec) decodeResult(body []byte, r *RPCResult) error {
-	d := c.budget(hessian2.NewDecoder(body))
+// decodeResult decodes body into r with d, a decoder that Reset makes one
+// of body.
+func (c *Codec) decodeResult(body []byte, r *RPCResult, d *hessian2.Decoder) error {
+	d.Reset(body)
+	c.budget(d)
 	defer d.Release()
 	return readResult(d, d.DecodeStringMap, r)
 }

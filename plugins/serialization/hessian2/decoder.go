@@ -65,7 +65,16 @@ type Decoder struct {
 // Decoding allocates at most about BudgetFor(len(data)) bytes; a body that
 // would need more fails before any of it is decoded.
 func NewDecoder(data []byte) *Decoder {
-	return &Decoder{data: data, budget: BudgetFor(len(data)), size: len(data), factor: BudgetFactor}
+	d := &Decoder{}
+	d.Reset(data)
+	return d
+}
+
+// Reset makes d a new decoder of data, as NewDecoder would: a protocol
+// that allocates a struct per frame anyway keeps the frame's decoder in
+// it, one allocation fewer per frame. Release d before.
+func (d *Decoder) Reset(data []byte) {
+	*d = Decoder{data: data, budget: BudgetFor(len(data)), size: len(data), factor: BudgetFactor}
 }
 
 // SetBudgetFactor gives the decoder the budget of another factor (a

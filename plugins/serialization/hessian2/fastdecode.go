@@ -239,3 +239,7 @@ func NewInterningDecoder(data []byte, in *Interner) *Decoder {
 	d.intern = in
 	return d
 }
+
+// SetInterner makes d share short strings through in, as a decoder from
+// NewInterningDecoder does.
+func (d *Decoder) SetInterner(in *Interner) { d.intern = in }
