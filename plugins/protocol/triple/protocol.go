@@ -677,7 +677,7 @@ func attachmentsOf(h []hpackField) map[string]any {
 		if f.Name == ":path" {
 			if svc, _, ok := splitPath(f.Value); ok {
 				if att == nil {
-					att = make(map[string]any, len(h))
+					att = make(map[string]any, attHint(h))
 				}
 				att[kernel.KeyPath], att[kernel.KeyInterface] = svc, svc
 			}
@@ -687,7 +687,7 @@ func attachmentsOf(h []hpackField) map[string]any {
 			continue
 		}
 		if att == nil {
-			att = make(map[string]any, len(h))
+			att = make(map[string]any, attHint(h))
 		}
 		switch {
 		case f.Name == headerServiceGroup:
@@ -706,6 +706,12 @@ func attachmentsOf(h []hpackField) map[string]any {
 	}
 	return att
 }
+
+// attHint sizes a call's attachments map: most of a request's header
+// fields are HTTP/2's and gRPC's own, not attachments, and a map made for
+// more than 8 entries is a table of several allocations where one for up
+// to 8 is a single group (it grows if a call has more).
+func attHint(h []hpackField) int { return min(len(h), 8) }
 
 // addressed tells a gateway (an export of interface "*", which serves
 // every service not exported here) which service a call is for.
