@@ -913,11 +913,21 @@ func cutText(s string) string { return view.Cut(s, MaxErrorText) }
 // reply sends resp, so that the caller always gets an answer: an error text
 // is cut to fit, and a result that cannot be encoded (too large, a type the
 // serialization does not know) is answered with an error saying so.
+// SentData is a Response's Data that is told, once Send has returned,
+// that its bytes are written or copied for writing (or never will be): a
+// protocol that builds its answers in pooled buffers takes them back then.
+type SentData interface {
+	Sent()
+}
+
 func reply(conn *Conn, resp *Response) {
 	if resp.Status != kernel.ResponseOK {
 		resp.ErrMsg = cutText(resp.ErrMsg)
 	}
 	err := conn.Send(resp)
+	if s, ok := resp.Data.(SentData); ok {
+		s.Sent()
+	}
 	if err == nil || err == ErrClosed {
 		return
 	}

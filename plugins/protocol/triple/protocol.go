@@ -27,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -466,19 +467,22 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 	hb = h2.AppendField(hb, ":status", "200")
 	hb = h2.AppendField(hb, "content-type", c.contentType)
 	hb = appendMetadata(hb, headers)
-	frames := h2.AppendHeaders(make([]byte, 0, 3*h2.FrameHeaderLen+len(hb)+5+size+64), st.id, hb, maxFrame, false)
+	pf := answerBufs.Get().(*pooledFrames)
+	frames := h2.AppendHeaders(slices.Grow(pf.b[:0], 3*h2.FrameHeaderLen+len(hb)+5+size+64), st.id, hb, maxFrame, false)
 	frames = h2.AppendFrameHeader(frames, 5+size, h2.FrameData, 0, st.id)
 	frames = append(frames, 0, byte(size>>24), byte(size>>16), byte(size>>8), byte(size))
-	frames, err := proto.MarshalOptions{}.MarshalAppend(frames, m)
+	frames, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(frames, m)
 	if err != nil {
+		pf.b = frames
+		pf.Sent()
 		sc.refund(st, 5+size)
 		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "result: "+err.Error())
 	}
 	tb := hb[:0]
 	tb = h2.AppendField(tb, "grpc-status", "0")
 	tb = appendMetadata(tb, att)
-	frames = h2.AppendHeaders(frames, st.id, tb, maxFrame, true)
-	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: rawFrames(frames)}
+	pf.b = h2.AppendHeaders(frames, st.id, tb, maxFrame, true)
+	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: pf}
 }
 
 // answer returns the response of st: HEADERS, the message as DATA as the
