@@ -187,6 +187,9 @@ type Conn struct {
 	// byte a second would defeat every idle rule (slowloris).
 	lastRead  atomic.Int64
 	lastWrite atomic.Int64
+	// lastFrame is the size of the last frame encoded, which the next
+	// one's buffer is taken for (getBuf).
+	lastFrame atomic.Int32
 	// writes counts write system calls: frames per write is what
 	// batching buys (tests read it).
 	writes atomic.Int64
@@ -333,11 +336,9 @@ type StatefulChannel interface {
 
 var _ StatefulChannel = (*Conn)(nil)
 
-// readBufSize is a connection's read buffer; a larger frame gets a buffer of
-// its own size, dropped once it is decoded.
+// readBufSize is a connection's read buffer; a larger frame is read into a
+// buffer of its size class (getBuf), given back once it is decoded.
 const readBufSize = 64 << 10
-
-var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
 	c := &Conn{nc: nc, codec: codec, handler: h, log: log, wsignal: make(chan struct{}, 1), done: make(chan struct{}),
@@ -511,12 +512,16 @@ func (c *Conn) send(msg any, mode int) error {
 		frame, ok = c.rawf.RawFrame(msg)
 	}
 	if !ok {
-		bp = scratch.Get().(*[]byte)
+		// Sized for the connection's last frame: messages on a connection
+		// tend to be alike, and a large one then encodes without growing
+		// its buffer by doubling.
+		bp = getBuf(int(c.lastFrame.Load()))
 		var err error
 		if frame, err = c.codec.Encode((*bp)[:0], msg); err != nil {
-			scratch.Put(bp)
+			putBuf(bp)
 			return err
 		}
+		c.lastFrame.Store(int32(min(len(frame), 1<<maxBufShift)))
 	}
 	c.wmu.Lock()
 	if c.closed.Load() {
@@ -583,13 +588,13 @@ func (c *Conn) send(msg any, mode int) error {
 	return nil
 }
 
-// putScratch gives an encoding buffer back to the pool, unless it grew
-// past 64 KiB (a pool of large buffers would keep the largest answers'
-// memory for good); bp is nil for a frame that was the message's own.
+// putScratch gives an encoding buffer back to its size class's pool (as
+// frame: the encoder may have grown it); bp is nil for a frame that was
+// the message's own.
 func putScratch(bp *[]byte, frame []byte) {
-	if bp != nil && cap(frame) <= 64<<10 {
+	if bp != nil {
 		*bp = frame
-		scratch.Put(bp)
+		putBuf(bp)
 	}
 }
 
@@ -1001,13 +1006,25 @@ func (c *Conn) readLoop(buf []byte) {
 	start, end := 0, 0
 	discard := 0 // bytes of a rejected frame still to skip
 	sizer, _ := c.codec.(extension.FrameSizer)
+	// small is the connection's own read buffer while a frame larger than
+	// it is read into a pooled one (big), which goes back once the frame
+	// is decoded: decoded values never alias the buffer.
+	var small []byte
+	var big *[]byte
 	for {
 		if start == end {
 			start, end = 0, 0
 			if len(buf) > readBufSize {
 				// A big frame is done: do not keep its buffer for the
 				// life of the connection.
-				buf = make([]byte, readBufSize)
+				if big != nil {
+					putBuf(big)
+					big = nil
+				}
+				if small == nil {
+					small = make([]byte, readBufSize) // a buffer handed over on takeover
+				}
+				buf, small = small, nil
 				c.releaseBig()
 			}
 		}
@@ -1030,9 +1047,15 @@ func (c *Conn) readLoop(buf []byte) {
 					return
 				}
 				c.bigHeld += int64(size - len(buf))
-				nb := make([]byte, size)
+				nbp := getBuf(size)
+				nb := (*nbp)[:size]
 				copy(nb, buf[:end])
-				buf = nb
+				if big != nil {
+					putBuf(big)
+				} else if len(buf) == readBufSize {
+					small = buf
+				}
+				big, buf = nbp, nb
 			}
 		}
 		if c.pauseReads && c.long.Load() && !c.waitQueue() {

@@ -1,0 +1,90 @@
+package netty
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBufferClasses(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{0, 4 << 10}, {1, 4 << 10}, {4 << 10, 4 << 10}, {4<<10 + 1, 8 << 10},
+		{64 << 10, 64 << 10}, {1<<20 + 7, 2 << 20}, {16 << 20, 16 << 20},
+	} {
+		bp := getBuf(c.n)
+		if len(*bp) != 0 || cap(*bp) < c.n || cap(*bp) != c.want {
+			t.Errorf("getBuf(%d): len %d cap %d, want cap %d", c.n, len(*bp), cap(*bp), c.want)
+		}
+		putBuf(bp)
+	}
+	// Past the largest class: made to measure, never pooled.
+	if bp := getBuf(16<<20 + 1); cap(*bp) != 16<<20+1 {
+		t.Errorf("getBuf(16 MiB + 1): cap %d", cap(*bp))
+	}
+	// A buffer that grew goes to the class it fills, and serves only
+	// requests it can hold.
+	b := make([]byte, 0, 3<<20)
+	putBuf(&b)
+	for range 4 {
+		if bp := getBuf(3 << 20); cap(*bp) < 3<<20 {
+			t.Fatalf("getBuf(3 MiB) gave %d bytes", cap(*bp))
+		}
+	}
+}
+
+// Frames of many sizes, larger and smaller than the read buffer, from
+// many callers at once: every answer is its call's, byte for byte, while
+// the read and encode buffers are taken from and given back to the pools.
+func TestLargeFramesOfMixedSizes(t *testing.T) {
+	es, _ := serve(t, testCodec{}, ServerOptions{})
+	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
+	sizes := []int{100, 5 << 10, 64 << 10, 64<<10 + 1, 70 << 10, 300 << 10, 1<<20 + 3, 5 << 10, 2<<20 + 512<<10}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 2 * len(sizes) {
+				n := sizes[(g+j)%len(sizes)]
+				want := fmt.Sprintf("%d/%d:", g, j) + strings.Repeat(string(rune('a'+(g*7+j)%26)), n)
+				resp, err := c.Request(context.Background(), want, 10*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if got, _ := resp.Data.(string); got != want {
+					errs <- fmt.Errorf("call %d/%d of %d bytes: got %d bytes back, not its own", g, j, len(want), len(got))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkLargeRoundTrip is a 256 KiB echo on one connection: with the
+// pools, no encode or read buffer of its size is garbage per call.
+func BenchmarkLargeRoundTrip(b *testing.B) {
+	t := &testing.T{}
+	es, _ := serve(t, testCodec{}, ServerOptions{})
+	c := dial(t, es.Addr(), testCodec{}, ClientOptions{})
+	defer c.Close()
+	defer es.Close(time.Second)
+	msg := strings.Repeat("z", 256<<10)
+	b.ReportAllocs()
+	b.SetBytes(2 * 256 << 10)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.Request(context.Background(), msg, 5*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
