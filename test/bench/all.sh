@@ -4,8 +4,9 @@
 #
 #   1. the peers' matrix on a 1 KiB dubbo echo: weft beside Kitex, grpc-go
 #      and raw TCP (a goroutine per request), c = 1, 16, 100 (peers.sh);
-#   2. the same on a 16 KiB echo, c = 16, 100 (grpc-go left out: it is
-#      another protocol, and the 1 KiB table places it);
+#   2. the same on a 16 KiB echo, c = 16, 100, and on a 256 KiB echo,
+#      c = 16 (grpc-go left out: it is another protocol, and the 1 KiB
+#      table places it);
 #   3. Triple unary beside grpc-go, each with its own client (triple-peers.sh);
 #   4. Triple streaming of 1 KiB messages on one stream beside grpc-go,
 #      client and server streaming (BenchmarkStreamOneKiB, test/interop);
@@ -64,6 +65,8 @@ section "1 KiB dubbo echo: weft, Kitex, grpc-go, raw TCP" "$OUT/peers-1k.txt"
 echo "== 2/5 peers, 16 KiB echo" >&2
 SIZE=16384 CONCS="16 100" SYSTEMS="$weft kitex rawtcp-goroutine" test/bench/peers.sh "$REPS" "$DUR" >"$OUT/peers-16k.txt" 2>&1
 section "16 KiB dubbo echo: weft, Kitex, raw TCP" "$OUT/peers-16k.txt"
+SIZE=262144 CONCS="16" SYSTEMS="$weft kitex" test/bench/peers.sh "$REPS" "$DUR" >"$OUT/peers-256k.txt" 2>&1
+section "256 KiB dubbo echo: weft, Kitex" "$OUT/peers-256k.txt"
 
 echo "== 3/5 Triple unary beside grpc-go" >&2
 BIN=${BIN:-$HOME/.cache/weft-peers} test/bench/triple-peers.sh "$REPS" "$DUR" >"$OUT/triple.txt" 2>&1
