@@ -16,13 +16,24 @@
 //     the frames of the goroutines about to send go out in the same system
 //     call; and the last of them (a server's answer to the last call of a
 //     batch) writes what is queued along with its own, without waiting for
-//     the write loop's turn.
+//     the write loop's turn. A stream's messages (SendMore) always go to
+//     the write loop, which writes those sent while it woke together, as
+//     grpc-go's loopy writer does: one system call for many messages.
+//   - Buffers. Encode buffers, and the read buffers of frames larger than a
+//     connection's 64 KiB one, come from pools by size class (4 KiB to
+//     16 MiB; buffers.go), an encode buffer sized for the connection's last
+//     frame: a large message makes no garbage of its size per call but the
+//     values decoded from it.
 //   - Reads. Each connection has a read loop that decodes frames and hands
 //     them to a ChannelHandler. The exchange server serves the last call of
 //     what was read on the read loop itself (Inliner): nothing is buffered
 //     behind it, and the hand-off to a worker was a thread wake-up per call
 //     on a quiet connection. A call that outlasts inlineBudget does not hold
-//     the connection: a new read loop takes over the drained buffer.
+//     the connection: a new read loop takes over the drained buffer. The
+//     timer that watches the budget is armed once per budget while calls
+//     come back to back, not per call: a timer set earlier than any other
+//     wakes the network poller's thread, a system call and a context
+//     switch.
 //
 // The exchange layer (Request, Response, ExchangeClient, ExchangeServer)
 // correlates requests and responses by id, bounds every call by its deadline,

@@ -20,12 +20,11 @@ import (
 // one stream, weft consumer to weft provider beside grpc-go's client to
 // grpc-go's server, in one run:
 //
-//   - client: client streaming, the consumer sends b.N messages on one
-//     stream and the provider counts them;
-//   - server: server streaming, the provider answers streamBatch messages
-//     per stream, b.N in all.
-//
 //	cd test/interop && go test -run XX -bench StreamOneKiB -benchtime 200000x
+//
+// "client" is client streaming (the consumer sends b.N messages on one
+// stream and the provider counts them); "server" is server streaming (the
+// provider answers streamBatch messages per stream, b.N in all).
 func BenchmarkStreamOneKiB(b *testing.B) {
 	systems := []struct {
 		name   string
