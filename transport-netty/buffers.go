@@ -38,6 +38,23 @@ func getBuf(n int) *[]byte {
 	return &b
 }
 
+// getEncodeBuf returns an empty buffer to encode a frame into, of the size
+// class of hint (the connection's last frame) when that class's pool has
+// one, else of the smallest class. It never makes a buffer for the hint:
+// many senders at once after one large frame would otherwise each make
+// one that large (memory that multiplies with the senders), where reusing
+// pooled ones costs only what earlier large frames already made.
+func getEncodeBuf(hint int) *[]byte {
+	if hint > 1<<minBufShift {
+		if k := bits.Len(uint(hint - 1)); k <= maxBufShift {
+			if v := bufClasses[k-minBufShift].Get(); v != nil {
+				return v.(*[]byte)
+			}
+		}
+	}
+	return getBuf(0)
+}
+
 // putBuf gives a buffer back to the class its capacity fills: a buffer
 // that grew while it was used (append) goes to its new class.
 func putBuf(bp *[]byte) {

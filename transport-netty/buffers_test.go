@@ -35,6 +35,27 @@ func TestBufferClasses(t *testing.T) {
 	}
 }
 
+// An encode buffer for a large hint is one the pool has, never one made
+// for the hint: a hundred senders right after one 16 MiB frame do not
+// make a hundred 16 MiB buffers.
+func TestEncodeBufNeverMadeForHint(t *testing.T) {
+	large := 0
+	for range 100 {
+		bp := getEncodeBuf(16 << 20) // kept, not given back
+		if cap(*bp) > 4<<10 {
+			large++
+		}
+	}
+	if large > 2 { // at most what another test of this package pooled
+		t.Fatalf("%d of 100 encode buffers for a 16 MiB hint were large: made for the hint", large)
+	}
+	b := make([]byte, 0, 16<<20)
+	putBuf(&b)
+	if bp := getEncodeBuf(16 << 20); cap(*bp) != 16<<20 && cap(*bp) != 4<<10 {
+		t.Fatalf("getEncodeBuf gave %d bytes: neither the pooled buffer nor the smallest class", cap(*bp))
+	}
+}
+
 // Frames of many sizes, larger and smaller than the read buffer, from
 // many callers at once: every answer is its call's, byte for byte, while
 // the read and encode buffers are taken from and given back to the pools.

@@ -512,10 +512,10 @@ func (c *Conn) send(msg any, mode int) error {
 		frame, ok = c.rawf.RawFrame(msg)
 	}
 	if !ok {
-		// Sized for the connection's last frame: messages on a connection
-		// tend to be alike, and a large one then encodes without growing
-		// its buffer by doubling.
-		bp = getBuf(int(c.lastFrame.Load()))
+		// Sized for the connection's last frame when the pools have such a
+		// buffer: messages on a connection tend to be alike, and a large
+		// one then encodes without growing its buffer step by step.
+		bp = getEncodeBuf(int(c.lastFrame.Load()))
 		var err error
 		if frame, err = c.codec.Encode((*bp)[:0], msg); err != nil {
 			putBuf(bp)
