@@ -10,27 +10,38 @@ import (
 )
 
 func TestBufferClasses(t *testing.T) {
+	// Four classes per power of two: a buffer is at most a quarter larger
+	// than what it was taken for.
 	for _, c := range []struct{ n, want int }{
-		{0, 4 << 10}, {1, 4 << 10}, {4 << 10, 4 << 10}, {4<<10 + 1, 8 << 10},
-		{64 << 10, 64 << 10}, {1<<20 + 7, 2 << 20}, {16 << 20, 16 << 20},
+		{0, 4 << 10}, {1, 4 << 10}, {4 << 10, 4 << 10}, {4<<10 + 1, 5 << 10}, {7 << 10, 7 << 10},
+		{7<<10 + 1, 8 << 10}, {8<<10 + 1, 10 << 10}, {64 << 10, 64 << 10}, {256<<10 + 171, 320 << 10},
+		{1<<20 + 7, 1<<20 + 256<<10}, {16 << 20, 16 << 20},
 	} {
-		bp := getBuf(c.n)
-		if len(*bp) != 0 || cap(*bp) < c.n || cap(*bp) != c.want {
-			t.Errorf("getBuf(%d): len %d cap %d, want cap %d", c.n, len(*bp), cap(*bp), c.want)
+		if got := readBufCap(c.n); got != c.want {
+			t.Errorf("readBufCap(%d) = %d, want %d", c.n, got, c.want)
 		}
-		putBuf(bp)
+		bp := getReadBuf(c.n)
+		if len(*bp) != c.n || cap(*bp) != c.want {
+			t.Errorf("getReadBuf(%d): len %d cap %d, want cap %d", c.n, len(*bp), cap(*bp), c.want)
+		}
+		putReadBuf(bp)
+	}
+	for i := range bufClasses {
+		if c := classSize(i); classAtLeast(c) != i || classAtMost(c) != i || classAtMost(c+1) != i || (i > 0 && classAtMost(c-1) != i-1) {
+			t.Errorf("class %d (%d bytes): at least %d, at most %d", i, c, classAtLeast(c), classAtMost(c))
+		}
 	}
 	// Past the largest class: made to measure, never pooled.
-	if bp := getBuf(16<<20 + 1); cap(*bp) != 16<<20+1 {
-		t.Errorf("getBuf(16 MiB + 1): cap %d", cap(*bp))
+	if n := 16<<20 + 1; readBufCap(n) != n || cap(*getReadBuf(n)) != n {
+		t.Errorf("a read buffer of 16 MiB + 1 is not made to measure")
 	}
-	// A buffer that grew goes to the class it fills, and serves only
-	// requests it can hold.
-	b := make([]byte, 0, 3<<20)
-	putBuf(&b)
+	// An encode buffer that grew goes to the class it fills, and serves
+	// only hints it can hold.
+	b := make([]byte, 0, 3<<20+5)
+	putEncodeBuf(&b)
 	for range 4 {
-		if bp := getBuf(3 << 20); cap(*bp) < 3<<20 {
-			t.Fatalf("getBuf(3 MiB) gave %d bytes", cap(*bp))
+		if bp := getEncodeBuf(3 << 20); cap(*bp) < 3<<20 && cap(*bp) != 4<<10 {
+			t.Fatalf("getEncodeBuf(3 MiB) gave %d bytes", cap(*bp))
 		}
 	}
 }
@@ -50,7 +61,7 @@ func TestEncodeBufNeverMadeForHint(t *testing.T) {
 		t.Fatalf("%d of 100 encode buffers for a 16 MiB hint were large: made for the hint", large)
 	}
 	b := make([]byte, 0, 16<<20)
-	putBuf(&b)
+	putEncodeBuf(&b)
 	if bp := getEncodeBuf(16 << 20); cap(*bp) != 16<<20 && cap(*bp) != 4<<10 {
 		t.Fatalf("getEncodeBuf gave %d bytes: neither the pooled buffer nor the smallest class", cap(*bp))
 	}

@@ -188,7 +188,7 @@ type Conn struct {
 	lastRead  atomic.Int64
 	lastWrite atomic.Int64
 	// lastFrame is the size of the last frame encoded, which the next
-	// one's buffer is taken for (getBuf).
+	// one's buffer is taken for (getEncodeBuf).
 	lastFrame atomic.Int32
 	// writes counts write system calls: frames per write is what
 	// batching buys (tests read it).
@@ -337,7 +337,7 @@ type StatefulChannel interface {
 var _ StatefulChannel = (*Conn)(nil)
 
 // readBufSize is a connection's read buffer; a larger frame is read into a
-// buffer of its size class (getBuf), given back once it is decoded.
+// buffer of its size class (getReadBuf), given back once it is decoded.
 const readBufSize = 64 << 10
 
 func newConn(nc net.Conn, codec extension.Codec, h extension.ChannelHandler, log *slog.Logger) *Conn {
@@ -518,7 +518,7 @@ func (c *Conn) send(msg any, mode int) error {
 		bp = getEncodeBuf(int(c.lastFrame.Load()))
 		var err error
 		if frame, err = c.codec.Encode((*bp)[:0], msg); err != nil {
-			putBuf(bp)
+			putEncodeBuf(bp)
 			return err
 		}
 		c.lastFrame.Store(int32(min(len(frame), 1<<maxBufShift)))
@@ -594,7 +594,7 @@ func (c *Conn) send(msg any, mode int) error {
 func putScratch(bp *[]byte, frame []byte) {
 	if bp != nil {
 		*bp = frame
-		putBuf(bp)
+		putEncodeBuf(bp)
 	}
 }
 
@@ -1018,7 +1018,7 @@ func (c *Conn) readLoop(buf []byte) {
 				// A big frame is done: do not keep its buffer for the
 				// life of the connection.
 				if big != nil {
-					putBuf(big)
+					putReadBuf(big)
 					big = nil
 				}
 				if small == nil {
@@ -1042,16 +1042,24 @@ func (c *Conn) readLoop(buf []byte) {
 						size = n
 					}
 				}
-				if c.big != nil && !c.big.acquire(int64(size-len(buf)), c.bigHeld, c.done) {
-					c.fail(nil) // closed while it waited
-					return
+				// The budget is charged what the buffer takes, its class's
+				// capacity, beyond what this loop holds already.
+				held := int64(cap(buf))
+				if big == nil {
+					held = readBufSize
 				}
-				c.bigHeld += int64(size - len(buf))
-				nbp := getBuf(size)
-				nb := (*nbp)[:size]
+				if more := int64(readBufCap(size)) - held; more > 0 {
+					if c.big != nil && !c.big.acquire(more, c.bigHeld, c.done) {
+						c.fail(nil) // closed while it waited
+						return
+					}
+					c.bigHeld += more
+				}
+				nbp := getReadBuf(size)
+				nb := *nbp
 				copy(nb, buf[:end])
 				if big != nil {
-					putBuf(big)
+					putReadBuf(big)
 				} else if len(buf) == readBufSize {
 					small = buf
 				}
