@@ -20,10 +20,12 @@
 //     the write loop, which writes those sent while it woke together, as
 //     grpc-go's loopy writer does: one system call for many messages.
 //   - Buffers. Encode buffers, and the read buffers of frames larger than a
-//     connection's 64 KiB one, come from pools by size class (4 KiB to
-//     16 MiB; buffers.go), an encode buffer sized for the connection's last
-//     frame: a large message makes no garbage of its size per call but the
-//     values decoded from it.
+//     connection's 64 KiB one, come from pools by size class (four per power
+//     of two, 4 KiB to 16 MiB; buffers.go); an encode buffer is one of the
+//     size of the connection's last frame when the pool has one: a large
+//     message makes no garbage of its size per call but the values decoded
+//     from it. A read buffer is charged to a server's budget for large
+//     frames at its class's exact capacity.
 //   - Reads. Each connection has a read loop that decodes frames and hands
 //     them to a ChannelHandler. The exchange server serves the last call of
 //     what was read on the read loop itself (Inliner): nothing is buffered
