@@ -549,8 +549,17 @@ func (c *Codec) decodeRequestBody(body []byte, r *RPCRequest) error {
 		d = hessian2.NewInterningDecoder(body, c.intern)
 	}
 	c.budget(d)
-	defer d.Release()
+	defer forget(d)
 	return readRequest(d, d.DecodeString, d.DecodeStringMap, r)
+}
+
+// forget releases d and drops its hold on the body: a decoder kept in a
+// frame struct lives as long as the call, and the body is the transport's
+// read buffer, a large frame's from a pool (the server's budget for large
+// frames counts it free once decoded). Decoded values never alias it.
+func forget(d *hessian2.Decoder) {
+	d.Release()
+	d.Reset(nil)
 }
 
 // readRequest reads a request body's header strings (with readStr), its
@@ -604,7 +613,7 @@ func readRequest(d extension.Decoder, readStr func() (string, error), readAtt fu
 func (c *Codec) decodeResult(body []byte, r *RPCResult, d *hessian2.Decoder) error {
 	d.Reset(body)
 	c.budget(d)
-	defer d.Release()
+	defer forget(d)
 	return readResult(d, d.DecodeStringMap, r)
 }
 

@@ -3,9 +3,12 @@ package dubbo
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/plugins/serialization/hessian2"
 	netty "github.com/weftrpc/weft/transport-netty"
 )
 
@@ -77,4 +80,49 @@ func TestCountdownAttachment(t *testing.T) {
 	if got := consumerBudget(map[string]any{kernel.KeyTimeout: "bad"}); got != 0 {
 		t.Fatalf("budget from a bad timeout: %v", got)
 	}
+}
+
+// A frame struct keeps its decoder for the life of the call; once the body
+// is decoded, the decoder holds nothing of it: the body is the transport's
+// read buffer (a large frame's is pooled and reused, and a server's budget
+// for large frames counts it free).
+func TestDecodedFramesHoldNoBody(t *testing.T) {
+	c := NewCodec(0)
+	frame, err := c.Encode(nil, &netty.Request{ID: 1, TwoWay: true, Data: &RPCRequest{Path: "S", Method: "m",
+		ParamTypes: "Ljava/lang/String;", Args: []any{"a"}, Attachments: map[string]any{"k": "v"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _, err := c.Decode(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := msg.(*netty.Request).Data.(*RPCRequest)
+	if req.frame == nil || holdsBody(req.frame.dec) {
+		t.Fatalf("the request's decoder still holds its body: %+v", req.frame)
+	}
+	resp, body := NewResponse()
+	resp.ID, body.Value = 1, "answer"
+	frame, err = c.Encode(nil, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, _, err = c.Decode(frame); err != nil {
+		t.Fatal(err)
+	}
+	dr, ok := msg.(*netty.Response)
+	if !ok || dr.Data.(*RPCResult).Value != "answer" {
+		t.Fatalf("decoded %#v", msg)
+	}
+	f := (*decodedResponse)(unsafe.Pointer(dr))
+	if holdsBody(f.dec) {
+		t.Fatal("the response's decoder still holds its body")
+	}
+}
+
+// holdsBody reports whether a decoder still refers to a body: its data,
+// the library decoder made over it, or the value ends it found.
+func holdsBody(d hessian2.Decoder) bool {
+	v := reflect.ValueOf(d)
+	return !v.FieldByName("data").IsNil() || !v.FieldByName("lib").IsNil() || !v.FieldByName("ends").IsNil()
 }
