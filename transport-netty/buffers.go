@@ -73,12 +73,29 @@ func getEncodeBuf(hint int) *[]byte {
 			encodeBufs[i-1].Put(v)
 		}
 	}
-	if v := encodeBufs[0].Get(); v != nil {
+	return Buffer(0)
+}
+
+// Buffer returns an empty buffer of capacity at least n from the encode
+// pools, made when its class has none: for a protocol that builds frames
+// of a size it knows (a stream's message, an answer) and hands them to
+// Send as they are. Give it back with ReleaseBuffer once Send returns: the
+// transport has written or copied the bytes by then.
+func Buffer(n int) *[]byte {
+	i := classAtLeast(n)
+	if i >= bufClasses {
+		b := make([]byte, 0, n)
+		return &b
+	}
+	if v := encodeBufs[i].Get(); v != nil {
 		return v.(*[]byte)
 	}
-	b := make([]byte, 0, classSize(0))
+	b := make([]byte, 0, classSize(i))
 	return &b
 }
+
+// ReleaseBuffer gives back a buffer from Buffer (as it grew, if it did).
+func ReleaseBuffer(bp *[]byte) { putEncodeBuf(bp) }
 
 // putEncodeBuf gives an encode buffer back to the class its capacity
 // fills: one that grew while it was used goes to its new class.

@@ -187,8 +187,8 @@ type Conn struct {
 	// byte a second would defeat every idle rule (slowloris).
 	lastRead  atomic.Int64
 	lastWrite atomic.Int64
-	// lastFrame is the size of the last frame encoded, which the next
-	// one's buffer is taken for (getEncodeBuf).
+	// lastFrame is the size of a recent frame encoded, of the last one's
+	// size class, which the next one's buffer is taken for (getEncodeBuf).
 	lastFrame atomic.Int32
 	// writes counts write system calls: frames per write is what
 	// batching buys (tests read it).
@@ -521,7 +521,9 @@ func (c *Conn) send(msg any, mode int) error {
 			putEncodeBuf(bp)
 			return err
 		}
-		c.lastFrame.Store(int32(min(len(frame), 1<<maxBufShift)))
+		if n := min(len(frame), 1<<maxBufShift); classAtLeast(n) != classAtLeast(int(c.lastFrame.Load())) {
+			c.lastFrame.Store(int32(n)) // only when its class changes: no store per frame
+		}
 	}
 	c.wmu.Lock()
 	if c.closed.Load() {

@@ -910,9 +910,6 @@ const MaxErrorText = 4 << 10
 // cutText cuts s to MaxErrorText bytes at a rune boundary, saying so.
 func cutText(s string) string { return view.Cut(s, MaxErrorText) }
 
-// reply sends resp, so that the caller always gets an answer: an error text
-// is cut to fit, and a result that cannot be encoded (too large, a type the
-// serialization does not know) is answered with an error saying so.
 // SentData is a Response's Data that is told, once Send has returned,
 // that its bytes are written or copied for writing (or never will be): a
 // protocol that builds its answers in pooled buffers takes them back then.
@@ -920,6 +917,9 @@ type SentData interface {
 	Sent()
 }
 
+// reply sends resp, so that the caller always gets an answer: an error text
+// is cut to fit, and a result that cannot be encoded (too large, a type the
+// serialization does not know) is answered with an error saying so.
 func reply(conn *Conn, resp *Response) {
 	if resp.Status != kernel.ResponseOK {
 		resp.ErrMsg = cutText(resp.ErrMsg)

@@ -2,16 +2,15 @@ package triple
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
-	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
+	netty "github.com/weftrpc/weft/transport-netty"
 )
 
 // A consumer's streaming call. The invoker sends its HEADERS (and a
@@ -150,22 +149,13 @@ func (cs *clientStream) SendMsg(m any) error {
 	if cs.kind == kernel.ServerStreaming {
 		return kernel.Errorf(kernel.CodeSerialization, "a server-streaming call sent its one request when it opened")
 	}
-	// The message is marshalled after room for a DATA frame's header and
-	// the gRPC prefix, into a pooled buffer: when the windows take it
-	// whole (the usual case), that buffer is the frame, sent without a
-	// copy; the transport has copied or written it once SendMore returns.
-	bp := frameBufs.Get().(*[]byte)
-	defer putFrameBuf(bp)
-	size := proto.Size(pm)
-	buf := slices.Grow((*bp)[:0], h2.FrameHeaderLen+5+size)[:h2.FrameHeaderLen+5]
-	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, pm)
-	*bp = buf
+	bp, err := marshalFramed(pm)
 	if err != nil {
-		return kernel.Wrap(kernel.CodeSerialization, err, "stream message %T", m)
+		return err
 	}
-	out := buf[h2.FrameHeaderLen:]
-	out[0] = 0
-	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
+	defer netty.ReleaseBuffer(bp)
+	buf := *bp
+	out := prefixed(buf)
 	cs.mu.Lock()
 	closed, ended := cs.closed, cs.ended
 	cs.mu.Unlock()
@@ -189,26 +179,10 @@ func (cs *clientStream) SendMsg(m any) error {
 			}
 			return kernel.Wrap(kernel.CodeNetwork, err, "SendMsg")
 		}
-		if n == len(out) && n <= maxFrame && len(out) == len(buf)-h2.FrameHeaderLen {
-			h2.AppendFrameHeader(buf[:0], n, h2.FrameData, 0, cs.st.id)
-			cs.cc.conn.SendMore(rawFrames(buf))
-			return nil
-		}
-		cs.cc.conn.SendMore(rawFrames(h2.AppendData(nil, cs.st.id, out[:n], maxFrame, false)))
+		cs.cc.conn.SendMore(rawFrames(dataFrames(buf, out, n, maxFrame, cs.st.id)))
 		out = out[n:]
 	}
 	return nil
-}
-
-// frameBufs are the buffers stream messages are marshalled into.
-var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// putFrameBuf gives a buffer back, unless it grew past 64 KiB: a pool of
-// large buffers would keep the largest messages' memory for good.
-func putFrameBuf(bp *[]byte) {
-	if cap(*bp) <= 64<<10 {
-		frameBufs.Put(bp)
-	}
 }
 
 // CloseSend ends the requests: an empty DATA frame with END_STREAM.

@@ -2,7 +2,6 @@ package triple
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/weftrpc/weft/plugins/protocol/triple/internal/h2"
 	netty "github.com/weftrpc/weft/transport-netty"
@@ -94,29 +93,22 @@ func (c *codec) RawFrame(msg any) ([]byte, bool) {
 		case rawFrames:
 			return r, true
 		case *pooledFrames:
-			return r.b, true
+			return *r, true
 		}
 	}
 	return nil, false
 }
 
-// pooledFrames are an answer's frames built in a pooled buffer, which goes
-// back to the pool once the transport has written or copied them
-// (netty.SentData): a unary answer makes no garbage of its size.
-type pooledFrames struct{ b []byte }
+// pooledFrames are an answer's frames built in a buffer from the
+// transport's pools (netty.Buffer), which goes back once the transport has
+// written or copied them (netty.SentData): a unary answer makes no garbage
+// of its size.
+type pooledFrames []byte
 
-var answerBufs = sync.Pool{New: func() any { return &pooledFrames{b: make([]byte, 0, 2048)} }}
+// Sent gives the buffer back.
+func (p *pooledFrames) Sent() { netty.ReleaseBuffer((*[]byte)(p)) }
 
-// Sent gives the buffer back, unless it grew past 64 KiB (a pool of large
-// buffers would keep the largest answers' memory for good).
-func (p *pooledFrames) Sent() {
-	if cap(p.b) <= 64<<10 {
-		p.b = p.b[:0]
-		answerBufs.Put(p)
-	}
-}
-
-func (p *pooledFrames) appendFrames(dst []byte) ([]byte, error) { return append(dst, p.b...), nil }
+func (p *pooledFrames) appendFrames(dst []byte) ([]byte, error) { return append(dst, *p...), nil }
 
 // Encode appends msg's frames: an appender's own, or a response of the
 // exchange layer (an answer, or one it makes itself: status 100, shutting

@@ -27,7 +27,6 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -467,13 +466,13 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 	hb = h2.AppendField(hb, ":status", "200")
 	hb = h2.AppendField(hb, "content-type", c.contentType)
 	hb = appendMetadata(hb, headers)
-	pf := answerBufs.Get().(*pooledFrames)
-	frames := h2.AppendHeaders(slices.Grow(pf.b[:0], 3*h2.FrameHeaderLen+len(hb)+5+size+64), st.id, hb, maxFrame, false)
+	pf := (*pooledFrames)(netty.Buffer(3*h2.FrameHeaderLen + len(hb) + 5 + size + 64))
+	frames := h2.AppendHeaders((*pf)[:0], st.id, hb, maxFrame, false)
 	frames = h2.AppendFrameHeader(frames, 5+size, h2.FrameData, 0, st.id)
 	frames = append(frames, 0, byte(size>>24), byte(size>>16), byte(size>>8), byte(size))
 	frames, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(frames, m)
 	if err != nil {
-		pf.b = frames
+		*pf = frames
 		pf.Sent()
 		sc.refund(st, 5+size)
 		return trailersOnly(st.id, statusInternal, kernel.CodeSerialization, "result: "+err.Error())
@@ -481,7 +480,7 @@ func (h *handler) answerMessage(ctx context.Context, st *stream, c *call, m prot
 	tb := hb[:0]
 	tb = h2.AppendField(tb, "grpc-status", "0")
 	tb = appendMetadata(tb, att)
-	pf.b = h2.AppendHeaders(frames, st.id, tb, maxFrame, true)
+	*pf = h2.AppendHeaders(frames, st.id, tb, maxFrame, true)
 	return &netty.Response{ID: uint64(st.id), Status: kernel.ResponseOK, Data: pf}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -187,33 +186,26 @@ func (ss *serverStream) SendMsg(m any) error {
 	if !ok {
 		return kernel.Errorf(kernel.CodeSerialization, "SendMsg of %T: Triple streams carry protobuf messages", m)
 	}
-	bp := frameBufs.Get().(*[]byte)
-	defer putFrameBuf(bp)
-	buf := slices.Grow((*bp)[:0], h2.FrameHeaderLen+5+proto.Size(pm))[:h2.FrameHeaderLen+5]
-	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, pm)
-	*bp = buf
+	bp, err := marshalFramed(pm)
 	if err != nil {
-		return kernel.Wrap(kernel.CodeSerialization, err, "stream message %T", m)
+		return err
 	}
-	return ss.sendFramed(buf)
+	defer netty.ReleaseBuffer(bp)
+	return ss.sendFramed(*bp)
 }
 
 // sendRaw sends an encoded message.
 func (ss *serverStream) sendRaw(b []byte) error {
-	bp := frameBufs.Get().(*[]byte)
-	defer putFrameBuf(bp)
-	*bp = append(append((*bp)[:0], make([]byte, h2.FrameHeaderLen+5)...), b...)
+	bp := netty.Buffer(h2.FrameHeaderLen + 5 + len(b))
+	defer netty.ReleaseBuffer(bp)
+	*bp = append((*bp)[:h2.FrameHeaderLen+5], b...)
 	return ss.sendFramed(*bp)
 }
 
 // sendFramed sends a message that buf holds after room for a DATA frame's
-// header and the gRPC prefix: when the windows take it whole, buf is the
-// frame, sent as it is. The transport has copied or written it once
-// SendMore returns, so buf may be reused then.
+// header and the gRPC prefix (see dataFrames).
 func (ss *serverStream) sendFramed(buf []byte) error {
-	out := buf[h2.FrameHeaderLen:]
-	out[0] = 0
-	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
+	out := prefixed(buf)
 	st, sc := ss.st, ss.st.sc
 	if !ss.sentHeaders {
 		ss.sentHeaders = true
@@ -222,7 +214,6 @@ func (ss *serverStream) sendFramed(buf []byte) error {
 		hb = appendMetadata(hb, headersOf(ss.inv))
 		sc.sendMore(h2.AppendHeaders(nil, st.id, hb, sc.maxFrameNow(), false))
 	}
-	whole := len(out)
 	for len(out) > 0 {
 		n, maxFrame := sc.reserve(ss.ctx, st, len(out))
 		if n == 0 {
@@ -232,12 +223,7 @@ func (ss *serverStream) sendFramed(buf []byte) error {
 			return kernel.Errorf(kernel.CodeNetwork, "the stream was reset or its connection closed")
 		}
 		sc.dataOut.Add(int64((n + maxFrame - 1) / maxFrame))
-		if n == whole && n <= maxFrame {
-			h2.AppendFrameHeader(buf[:0], n, h2.FrameData, 0, st.id)
-			sc.sendMore(buf)
-			return nil
-		}
-		sc.sendMore(h2.AppendData(nil, st.id, out[:n], maxFrame, false))
+		sc.sendMore(dataFrames(buf, out, n, maxFrame, st.id))
 		out = out[n:]
 	}
 	return nil
@@ -282,4 +268,41 @@ func splitMessages(msgs [][]byte, partial, p []byte, max int) (_ [][]byte, _ []b
 		partial = nil
 	}
 	return msgs, partial, true
+}
+
+// marshalFramed marshals pm into a pooled buffer after room for a DATA
+// frame's header and the gRPC prefix: when the windows take the message
+// whole (the usual case), that buffer is its frame (dataFrames), sent with
+// no copy. Give it back with netty.ReleaseBuffer once it is sent.
+func marshalFramed(pm proto.Message) (*[]byte, error) {
+	const room = h2.FrameHeaderLen + 5
+	size := proto.Size(pm)
+	bp := netty.Buffer(room + size)
+	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*bp)[:room], pm)
+	*bp = buf
+	if err != nil {
+		netty.ReleaseBuffer(bp)
+		return nil, kernel.Wrap(kernel.CodeSerialization, err, "stream message %T", pm)
+	}
+	return bp, nil
+}
+
+// prefixed writes the gRPC prefix of the message buf holds after a DATA
+// frame's header's room, and returns prefix and message.
+func prefixed(buf []byte) []byte {
+	out := buf[h2.FrameHeaderLen:]
+	out[0] = 0
+	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-5))
+	return out
+}
+
+// dataFrames returns the DATA frames that carry out[:n], the front of the
+// prefixed message that buf holds after a frame header's room: buf itself,
+// its header written in place, when that is the whole message in one frame;
+// else new frames.
+func dataFrames(buf, out []byte, n, maxFrame int, stream uint32) []byte {
+	if n == len(out) && n <= maxFrame && len(out) == len(buf)-h2.FrameHeaderLen {
+		return h2.AppendFrameHeader(buf[:0], n, h2.FrameData, 0, stream)[:len(buf)]
+	}
+	return h2.AppendData(nil, stream, out[:n], maxFrame, false)
 }
