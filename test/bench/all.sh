@@ -10,9 +10,12 @@
 #   3. Triple unary beside grpc-go, each with its own client (triple-peers.sh);
 #   4. Triple streaming of 1 KiB messages on one stream beside grpc-go,
 #      client and server streaming (BenchmarkStreamOneKiB, test/interop);
-#   5. the WASM filters' cost per call (BenchmarkFilter, filters-wasm).
+#   5. the WASM filters' cost per call (BenchmarkFilter, filters-wasm);
+#   6. the one-connection ceiling at c = 16, 1 KiB and 16 KiB: weft's
+#      consumer and provider each against an ideal other side, and the
+#      ideal pair (ceiling.sh).
 #
-#   test/bench/all.sh              3 repetitions of 5 s (about 20 minutes)
+#   test/bench/all.sh              3 repetitions of 5 s (about 25 minutes)
 #   test/bench/all.sh 5 10s        REPS DURATION
 #   BEFORE=DIR test/bench/all.sh   also runs the weft and weft-echo binaries
 #                                  in DIR as another system (weft@DIR), so
@@ -58,21 +61,21 @@ section() { # title file: the markdown tables of a step's output
 	} >>"$report"
 }
 
-echo "== 1/5 peers, 1 KiB echo" >&2
+echo "== 1/6 peers, 1 KiB echo" >&2
 SYSTEMS="$weft kitex grpcgo rawtcp-goroutine" test/bench/peers.sh "$REPS" "$DUR" >"$OUT/peers-1k.txt" 2>&1
 section "1 KiB dubbo echo: weft, Kitex, grpc-go, raw TCP" "$OUT/peers-1k.txt"
 
-echo "== 2/5 peers, 16 KiB echo" >&2
+echo "== 2/6 peers, 16 KiB echo" >&2
 SIZE=16384 CONCS="16 100" SYSTEMS="$weft kitex rawtcp-goroutine" test/bench/peers.sh "$REPS" "$DUR" >"$OUT/peers-16k.txt" 2>&1
 section "16 KiB dubbo echo: weft, Kitex, raw TCP" "$OUT/peers-16k.txt"
 SIZE=262144 CONCS="16" SYSTEMS="$weft kitex" test/bench/peers.sh "$REPS" "$DUR" >"$OUT/peers-256k.txt" 2>&1
 section "256 KiB dubbo echo: weft, Kitex" "$OUT/peers-256k.txt"
 
-echo "== 3/5 Triple unary beside grpc-go" >&2
+echo "== 3/6 Triple unary beside grpc-go" >&2
 BIN=${BIN:-$HOME/.cache/weft-peers} test/bench/triple-peers.sh "$REPS" "$DUR" >"$OUT/triple.txt" 2>&1
 section "Triple unary (1 KiB) beside grpc-go" "$OUT/triple.txt"
 
-echo "== 4/5 Triple streaming beside grpc-go" >&2
+echo "== 4/6 Triple streaming beside grpc-go" >&2
 (cd test/interop && GOWORK=off go test -run XX -bench StreamOneKiB -benchtime 200000x -count "$REPS") >"$OUT/stream.txt" 2>&1
 python3 - "$OUT/stream.txt" >>"$OUT/stream.txt" <<'PY'
 import re, sys, statistics
@@ -91,7 +94,7 @@ for (kind, name), rs in sorted(runs.items()):
 PY
 section "Triple streaming, 1 KiB messages on one stream, beside grpc-go" "$OUT/stream.txt"
 
-echo "== 5/5 WASM filters" >&2
+echo "== 5/6 WASM filters" >&2
 go test -run XX -bench 'Filter$' -count "$REPS" ./filters-wasm >"$OUT/wasm.txt" 2>&1
 python3 - "$OUT/wasm.txt" >>"$OUT/wasm.txt" <<'PY'
 import re, sys, statistics
@@ -107,6 +110,12 @@ for name, rs in runs.items():
     print('| %s | %d | %.0f | %.0f..%.0f | %s |' % (name, len(rs), statistics.median(ns), min(ns), max(ns), rs[0][1]))
 PY
 section "WASM filters, cost per call" "$OUT/wasm.txt"
+
+echo "== 6/6 the one-connection ceiling" >&2
+C=16 test/bench/ceiling.sh "$REPS" "$DUR" >"$OUT/ceiling-1k.txt" 2>&1
+section "Which side holds c = 16 back, 1 KiB: weft and the ideal other side on one connection" "$OUT/ceiling-1k.txt"
+C=16 SIZE=16384 test/bench/ceiling.sh "$REPS" "$DUR" >"$OUT/ceiling-16k.txt" 2>&1
+section "Which side holds c = 16 back, 16 KiB" "$OUT/ceiling-16k.txt"
 
 cat "$report"
 echo "raw results: $OUT" >&2
