@@ -120,7 +120,7 @@ func TestStartupErrorsNameKeyPathAndKnownNames(t *testing.T) {
 consumer:
   references:
     greeter: {interface: org.example.Greeter, protocol: injvm, filter: "consumercontext,nosuch"}`,
-			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, consumercontext, context, echo, exception, executelimit, generic, metrics, otelClientTrace, otelClientTracePeer, otelServerTrace, timeout"}},
+			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, circuitbreaker, consumercontext, context, echo, exception, executelimit, generic, metrics, otelClientTrace, otelClientTracePeer, otelServerTrace, timeout"}},
 		{"unknown provider filter removal", `
 provider:
   filter: "-nosuch"

@@ -3,6 +3,7 @@ package weft
 import (
 	"context"
 	"fmt"
+	"github.com/weftrpc/weft/plugins/filter/circuitbreaker"
 	"log/slog"
 	"net/http"
 
@@ -57,9 +58,13 @@ func metricsPlugin() fx.Option {
 }
 
 func newMetrics(cfg *Config, obs *observe.Observer, protocols *kernel.Loader[extension.Protocol], wasm engine.WasmSet,
-	lc fx.Lifecycle, log *slog.Logger) (metricsOut, error) {
+	cb *circuitbreaker.Filter, lc fx.Lifecycle, log *slog.Logger) (metricsOut, error) {
 	mc := cfg.Metrics
-	reg, err := obs.Start(mc, cfg.Application.Name, cfg.Application.Version, protocols, wasm)
+	breakers := func() metrics.CircuitBreakers {
+		opened, closed, rejected, open := cb.Counts()
+		return metrics.CircuitBreakers{Opened: opened, Closed: closed, Rejected: rejected, Open: open}
+	}
+	reg, err := obs.Start(mc, cfg.Application.Name, cfg.Application.Version, protocols, wasm, breakers)
 	if reg == nil {
 		return metricsOut{}, err
 	}

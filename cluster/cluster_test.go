@@ -55,7 +55,7 @@ func join(t *testing.T, name, consumerURL string, ps []*fakeInvoker) kernel.Invo
 	for i, p := range ps {
 		ivs[i] = p
 	}
-	iv, err := c.Join(NewStaticDirectory(kernel.MustParseURL(consumerURL), ivs))
+	iv, err := c.Join(NewStaticDirectory(kernel.MustParseURL(consumerURL), ivs, quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

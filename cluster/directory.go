@@ -20,6 +20,34 @@ type base struct {
 	invokers  atomic.Pointer[[]kernel.Invoker]
 	routers   *RouterChain
 	destroyed atomic.Bool
+	outlier   *outlier // nil unless the reference sets `outlier`
+}
+
+// Observe tells the directory how a call to iv ended (extension.
+// OutcomeObserver): its outlier detection, when on, ejects a provider
+// whose calls keep failing.
+func (d *base) Observe(iv kernel.Invoker, err error) {
+	if d.outlier != nil {
+		d.outlier.observe(iv, err, d.Invokers())
+	}
+}
+
+// Ejected reports whether outlier detection holds iv out now, until when,
+// how often it was ejected and why (for QoS's ls).
+func (d *base) Ejected(iv kernel.Invoker) (Ejection, bool) {
+	if d.outlier == nil {
+		return Ejection{}, false
+	}
+	return d.outlier.ejected(iv)
+}
+
+// Ejections counts the ejections since the directory was made, and the
+// providers out now (for metrics).
+func (d *base) Ejections() (total int64, out int64) {
+	if d.outlier == nil {
+		return 0, 0
+	}
+	return d.outlier.ejections.Load(), int64(d.outlier.out.Load())
 }
 
 func (d *base) URL() *kernel.URL { return d.url }
@@ -54,6 +82,9 @@ func (d *base) List(_ context.Context, inv *kernel.Invocation) ([]kernel.Invoker
 			break
 		}
 	}
+	if d.outlier != nil {
+		list = d.outlier.in(list)
+	}
 	return d.routers.Route(list, d.url, inv), nil
 }
 
@@ -74,10 +105,11 @@ func (d *base) IsAvailable() bool {
 // reference's `url` setting, or a single in-process one.
 type StaticDirectory struct{ base }
 
-// NewStaticDirectory lists invokers for the consumer URL url.
-func NewStaticDirectory(url *kernel.URL, invokers []kernel.Invoker) *StaticDirectory {
+// NewStaticDirectory lists invokers for the consumer URL url; log hears
+// its outlier detection (nil: slog's default).
+func NewStaticDirectory(url *kernel.URL, invokers []kernel.Invoker, log *slog.Logger) *StaticDirectory {
 	d := &StaticDirectory{}
-	d.url, d.routers = url, NewRouterChain()
+	d.url, d.routers, d.outlier = url, NewRouterChain(), newOutlier(url, log)
 	list := append([]kernel.Invoker(nil), invokers...)
 	d.invokers.Store(&list)
 	return d
@@ -132,7 +164,7 @@ type RegistryDirectory struct {
 // per-invoker filter chain).
 func NewRegistryDirectory(url *kernel.URL, refer func(*kernel.URL) (kernel.Invoker, error), log *slog.Logger) *RegistryDirectory {
 	d := &RegistryDirectory{refer: refer, log: log, byKey: map[string]kernel.Invoker{}}
-	d.url, d.routers = url, NewRouterChain()
+	d.url, d.routers, d.outlier = url, NewRouterChain(), newOutlier(url, log)
 	empty := []kernel.Invoker{}
 	d.invokers.Store(&empty)
 	return d

@@ -49,6 +49,7 @@ type strategy struct {
 
 func (s *strategy) Join(dir extension.Directory) (kernel.Invoker, error) {
 	c := &clusterInvoker{dir: dir, lbs: s.lbs, log: s.log, do: s.do, done: make(chan struct{})}
+	c.observer, _ = dir.(extension.OutcomeObserver)
 	if s.start != nil {
 		s.start(c)
 	}
@@ -104,6 +105,9 @@ type clusterInvoker struct {
 	done   chan struct{}
 	closed atomic.Bool
 	fb     *failbackQueue
+	// observer hears each try's outcome (the directory's outlier
+	// detection); nil when the directory does not listen.
+	observer extension.OutcomeObserver
 }
 
 func (c *clusterInvoker) URL() *kernel.URL  { return c.dir.URL() }
@@ -145,7 +149,11 @@ func (c *clusterInvoker) try(ctx context.Context, iv kernel.Invoker, inv *kernel
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv.Method))
 	defer cancel()
-	return iv.Invoke(ctx, inv)
+	res, err := iv.Invoke(ctx, inv)
+	if c.observer != nil {
+		c.observer.Observe(iv, err)
+	}
+	return res, err
 }
 
 func (c *clusterInvoker) list(ctx context.Context, inv *kernel.Invocation) ([]kernel.Invoker, error) {
@@ -394,6 +402,9 @@ func forking(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (ke
 	for _, iv := range selected {
 		go func() {
 			res, err := iv.Invoke(ctx, inv.Clone())
+			if c.observer != nil {
+				c.observer.Observe(iv, err) // a fork canceled as slower is not counted
+			}
 			answers <- answer{res, err}
 		}()
 	}

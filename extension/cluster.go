@@ -58,6 +58,13 @@ type InvokerLister interface {
 	Invokers() []kernel.Invoker
 }
 
+// OutcomeObserver is a Directory that hears how each call to one of its
+// invokers ended: cluster strategies tell it after every try, and its
+// outlier detection ejects a provider whose calls keep failing.
+type OutcomeObserver interface {
+	Observe(iv kernel.Invoker, err error)
+}
+
 // Router narrows the list of invokers for one call (condition, tag, ...).
 // It returns the input slice or a new one, never modifies the input.
 type Router interface {

@@ -173,7 +173,7 @@ func frozenPair(t *testing.T) ([2]*exec.Cmd, []kernel.Invoker, kernel.Invoker) {
 	lbs := kernel.NewLoader[extension.LoadBalance]("loadbalance", cluster.Random)
 	lbs.Register(cluster.Random, func() (extension.LoadBalance, error) { return cluster.NewRandom(), nil }, nil)
 	consumer := kernel.MustParseURL(fmt.Sprintf("consumer://127.0.0.1/org.weft.Echo?retries=2&timeout=%d", frozenTimeout.Milliseconds()))
-	failover, _ := cluster.NewFailover(lbs, slog.New(slog.NewTextHandler(io.Discard, nil))).Join(cluster.NewStaticDirectory(consumer, invokers))
+	failover, _ := cluster.NewFailover(lbs, slog.New(slog.NewTextHandler(io.Discard, nil))).Join(cluster.NewStaticDirectory(consumer, invokers, nil))
 	for _, iv := range invokers {
 		if res, err := iv.Invoke(context.Background(), kernel.NewInvocation("echo", "warm")); err != nil || res.Value != "warm" {
 			t.Fatalf("before freezing: %v %v", res.Value, err)

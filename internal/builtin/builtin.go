@@ -14,6 +14,7 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/accesslog"
 	"github.com/weftrpc/weft/plugins/filter/activelimit"
+	"github.com/weftrpc/weft/plugins/filter/circuitbreaker"
 	ctxfilter "github.com/weftrpc/weft/plugins/filter/context"
 	"github.com/weftrpc/weft/plugins/filter/echo"
 	"github.com/weftrpc/weft/plugins/filter/exception"
@@ -92,7 +93,7 @@ func Serializations() []Ext[extension.Serialization] {
 
 // Filters are Dubbo's built-in filters. Those with state of their own (tps
 // windows, the exception filter's log limiter) are made per App.
-func Filters(log *slog.Logger, st *kernel.StatusStore) []Ext[extension.Filter] {
+func Filters(log *slog.Logger, st *kernel.StatusStore, cb *circuitbreaker.Filter) []Ext[extension.Filter] {
 	return []Ext[extension.Filter]{
 		// Generic calls are resolved around the whole chain (the engine's
 		// export, generic.Wrap); the name stays for lists that name it.
@@ -107,6 +108,7 @@ func Filters(log *slog.Logger, st *kernel.StatusStore) []Ext[extension.Filter] {
 		{Name: exception.Name, New: func() (extension.Filter, error) { return exception.New(log), nil }, Activate: exception.Activation()},
 		{Name: executelimit.Name, New: Value(executelimit.New(st)), Activate: executelimit.Activation()},
 		{Name: activelimit.Name, New: Value(activelimit.New(st)), Activate: activelimit.Activation()},
+		{Name: circuitbreaker.Name, New: Value[extension.Filter](cb), Activate: circuitbreaker.Activation()},
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/kernel/view"
@@ -79,9 +81,24 @@ func (q qosApp) References() []qos.Reference {
 			continue
 		}
 		if d, ok := r.dir.(extension.InvokerLister); ok && r.invoker.Load() != nil {
+			ej, _ := r.dir.(cluster.EjectionReporter)
 			for _, iv := range d.Invokers() {
 				if u := iv.URL(); u != nil {
-					ref.Providers = append(ref.Providers, u.Protocol+"://"+u.Address())
+					p := u.Protocol + "://" + u.Address()
+					if ej != nil {
+						if e, out := ej.Ejected(iv); out {
+							// Outlier detection holds it out: say for how
+							// long and why, as an operator asks first.
+							left := time.Until(e.Until)
+							if left >= 10*time.Second {
+								left = left.Round(time.Second)
+							} else {
+								left = left.Round(10 * time.Millisecond)
+							}
+							p += fmt.Sprintf(" (ejected for %v more, %d times: %s)", left, e.Times, e.Why)
+						}
+					}
+					ref.Providers = append(ref.Providers, p)
 				}
 			}
 		}

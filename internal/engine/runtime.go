@@ -25,6 +25,7 @@ import (
 	gov "github.com/weftrpc/weft/governance"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/generic"
+	"github.com/weftrpc/weft/plugins/filter/metrics"
 	"github.com/weftrpc/weft/plugins/filter/token"
 	"github.com/weftrpc/weft/plugins/filter/tps"
 	"github.com/weftrpc/weft/proxy"
@@ -207,6 +208,7 @@ func New(d Deps) (*Runtime, error) {
 		}
 		rt.obs.SetWasmServices(svc)
 	}
+	rt.obs.SetOutliers(rt.outliers)
 	// WASM filters' callouts to ref: clusters call the App's references;
 	// their bodies are in the App's serializations.
 	sers := NewSerializations(d.Serializations)
@@ -1076,7 +1078,7 @@ func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 			}
 			invokers = append(invokers, iv)
 		}
-		sd := cluster.NewStaticDirectory(r.url, invokers)
+		sd := cluster.NewStaticDirectory(r.url, invokers, rt.log)
 		sd.SetRouters(r.routers)
 		dir, r.dir = sd, sd
 	}
@@ -1265,4 +1267,25 @@ func (rt *Runtime) serviceByID(id string) *service {
 		}
 	}
 	return &service{id: id, register: true}
+}
+
+// outliers reads, for the metrics, the outlier detection of each reference
+// that turns it on.
+func (rt *Runtime) outliers() []metrics.Outlier {
+	if !rt.life.started.Load() {
+		return nil
+	}
+	rt.applyMu.Lock()
+	defer rt.applyMu.Unlock()
+	var out []metrics.Outlier
+	for _, id := range rt.refIDs {
+		r := rt.refs[id]
+		ej, ok := r.dir.(cluster.EjectionReporter)
+		if !ok || !r.url.ParamBool(cluster.KeyOutlier, false) {
+			continue
+		}
+		total, now := ej.Ejections()
+		out = append(out, metrics.Outlier{Reference: id, Service: r.url.ServiceKey(), Ejections: total, Ejected: now})
+	}
+	return out
 }

@@ -37,6 +37,8 @@ type Observer struct {
 	// their metric name ("service:<id>"): reported beside the WASM
 	// filters, read at scrape time (SetWasmServices).
 	services atomic.Pointer[map[string]*wasmfilter.Filter]
+	// outliers reads the references' outlier detection (SetOutliers).
+	outliers atomic.Pointer[func() []metrics.Outlier]
 
 	// Metrics is the App's registry; nil when metrics are off.
 	Metrics *metrics.Registry
@@ -123,7 +125,7 @@ func (o *Observer) ConfigApplied(applied, restart bool, err error) {
 // metrics.enable is false: then it returns nil), reading the App's state at
 // scrape time from its protocols and WASM filters.
 func (obs *Observer) Start(mc metrics.Config, name, version string, protocols *kernel.Loader[extension.Protocol],
-	wasm map[string]*wasmfilter.Filter) (*metrics.Registry, error) {
+	wasm map[string]*wasmfilter.Filter, breakers func() metrics.CircuitBreakers) (*metrics.Registry, error) {
 	if !mc.Enabled() {
 		return nil, nil
 	}
@@ -131,7 +133,15 @@ func (obs *Observer) Start(mc metrics.Config, name, version string, protocols *k
 	if err != nil {
 		return nil, fmt.Errorf("weft: config: %w", err)
 	}
-	if err := reg.AddSources(obs.sources(protocols, wasm)); err != nil {
+	src := obs.sources(protocols, wasm)
+	src.CircuitBreakers = breakers
+	src.Outliers = func() []metrics.Outlier {
+		if f := obs.outliers.Load(); f != nil {
+			return (*f)()
+		}
+		return nil
+	}
+	if err := reg.AddSources(src); err != nil {
 		return nil, fmt.Errorf("weft: metrics: %w", err)
 	}
 	obs.Metrics = reg
@@ -237,5 +247,13 @@ func sortedNames(m map[string]*wasmfilter.Filter) []string {
 func (obs *Observer) SetWasmServices(m map[string]*wasmfilter.Filter) {
 	if obs != nil {
 		obs.services.Store(&m)
+	}
+}
+
+// SetOutliers gives the metrics the references' outlier detection, read at
+// scrape time.
+func (obs *Observer) SetOutliers(f func() []metrics.Outlier) {
+	if obs != nil {
+		obs.outliers.Store(&f)
 	}
 }

@@ -84,6 +84,24 @@ type Sources struct {
 	ConfigChanges func() []ConfigChange
 	ConfigApplies func() ConfigApplies
 	Wasm          func() []WasmFilter
+	// CircuitBreakers are the consumer's circuit breakers, all together.
+	CircuitBreakers func() CircuitBreakers
+	// Outliers are the references whose outlier detection is on.
+	Outliers func() []Outlier
+}
+
+// Outlier is one reference's outlier detection: providers ejected since
+// the App started, and out now.
+type Outlier struct {
+	Reference, Service string
+	Ejections, Ejected int64
+}
+
+// CircuitBreakers count what the consumer's circuit breakers (one per
+// provider and method) did: times one opened and closed again, calls one
+// failed at once, and how many are open (or probing) now.
+type CircuitBreakers struct {
+	Opened, Closed, Rejected, Open int64
 }
 
 // AddSources registers the collectors of s.
@@ -171,6 +189,30 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{"applied", s.Applied}, {"restart", s.Restart}, {"rejected", s.Rejected}} {
 			emit("weft_configcenter_applies_total", "Config-center documents by what became of them: applied, restart (a change that needs one, not applied), rejected",
 				prometheus.CounterValue, float64(m.v), names, with(m.result)...)
+		}
+	}
+	if f := c.s.CircuitBreakers; f != nil {
+		b := f()
+		for _, m := range []struct {
+			name, help string
+			t          prometheus.ValueType
+			v          int64
+		}{
+			{"weft_circuitbreaker_opened_total", "Times a circuit breaker (per provider and method) opened", prometheus.CounterValue, b.Opened},
+			{"weft_circuitbreaker_closed_total", "Times an open circuit breaker closed again after its probes passed", prometheus.CounterValue, b.Closed},
+			{"weft_circuitbreaker_rejected_total", "Calls an open circuit breaker failed at once (failover may have sent them to another provider)", prometheus.CounterValue, b.Rejected},
+			{"weft_circuitbreaker_open", "Circuit breakers open or probing now", prometheus.GaugeValue, b.Open},
+		} {
+			emit(m.name, m.help, m.t, float64(m.v), appLabels, app...)
+		}
+	}
+	if f := c.s.Outliers; f != nil {
+		names := append(append([]string(nil), appLabels...), "reference", "interface")
+		for _, o := range f() {
+			emit("weft_outlier_ejections_total", "Providers outlier detection ejected from a reference's directory", prometheus.CounterValue,
+				float64(o.Ejections), names, with(o.Reference, o.Service)...)
+			emit("weft_outlier_ejected", "Providers outlier detection holds out of a reference's directory now", prometheus.GaugeValue,
+				float64(o.Ejected), names, with(o.Reference, o.Service)...)
 		}
 	}
 	if f := c.s.Wasm; f != nil {

@@ -1,0 +1,236 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftrpc/weft"
+)
+
+// sick is a provider of org.weft.Node that hangs past its consumers'
+// timeout while ill is set: the failure a circuit breaker is for.
+type sick struct {
+	name  string
+	ill   atomic.Bool
+	calls atomic.Int64
+}
+
+func (s *sick) Who(ctx context.Context, _ string) (string, error) {
+	s.calls.Add(1)
+	if s.ill.Load() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return s.name, nil
+}
+
+// sickCluster starts three providers of org.weft.Node over proto, the
+// first of them ill, and a consumer App calling them with failover and the
+// reference settings ref.
+func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft.App, func(ctx context.Context, s string) (string, error)) {
+	t.Helper()
+	var nodes []*sick
+	var urls []string
+	for i := range 3 {
+		n := &sick{name: fmt.Sprintf("n%d", i)}
+		addr := freePort(t)
+		port := addr[strings.LastIndexByte(addr, ':')+1:]
+		app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", n),
+			weft.WithConfig(weft.ConfigYAML(fmt.Sprintf("protocols: {%s: {port: %s}}\nprovider:\n  services:\n    node: {interface: org.weft.Node, protocol: %s}\n", proto, port, proto))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { app.Stop(context.Background()) })
+		nodes, urls = append(nodes, n), append(urls, proto+"://"+addr)
+	}
+	nodes[0].ill.Store(true)
+	var c struct {
+		Who func(ctx context.Context, s string) (string, error)
+	}
+	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithReference("node", &c),
+		weft.WithConfig(weft.ConfigYAML(strings.Join(top, "\n")+fmt.Sprintf(`
+consumer:
+  references:
+    node: {interface: org.weft.Node, url: "%s", retries: 2, timeout: 100, loadbalance: roundrobin%s}
+`, strings.Join(urls, ";"), ref))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	return nodes, app, c.Who
+}
+
+const breakerRef = `, params: {circuitbreaker: "true", circuitbreaker.min.calls: "5", circuitbreaker.window: "2000", circuitbreaker.open: "300", circuitbreaker.halfopen.calls: "2"}`
+
+// TestCircuitBreakerCutsOffAnIllProviderAndTakesItBack: 16 callers on
+// three providers, one hanging past the 100 ms timeout. Without a breaker,
+// a third of the calls wait out that timeout before failover sends them on;
+// with one, the ill provider gets a handful of calls (the ones that opened
+// it and one probe batch per open period) and the callers no such waits.
+// Once it is well again, the probes pass and it gets its share back.
+func TestCircuitBreakerCutsOffAnIllProviderAndTakesItBack(t *testing.T) {
+	forEachProtocol(t, testCircuitBreaker)
+}
+
+func testCircuitBreaker(t *testing.T, proto string) {
+	const callers, phase = 16, 900 * time.Millisecond
+	run := func(who func(ctx context.Context, s string) (string, error)) (calls, failed int64, last string) {
+		l := startLoad(callers, 0, func() error {
+			_, err := who(context.Background(), "x")
+			return err
+		})
+		time.Sleep(phase)
+		return l.stop()
+	}
+
+	// The control: the same cluster without a breaker.
+	plain, _, plainWho := sickCluster(t, proto, "")
+	plainCalls, plainFailed, last := run(plainWho)
+	if plainFailed > 0 {
+		t.Fatalf("without a breaker: %d of %d calls failed (failover should have saved them): %s", plainFailed, plainCalls, last)
+	}
+
+	nodes, app, who := sickCluster(t, proto, breakerRef)
+	calls, failed, last := run(who)
+	if failed > 0 {
+		t.Fatalf("with a breaker: %d of %d calls failed: %s", failed, calls, last)
+	}
+	illPlain, ill := plain[0].calls.Load(), nodes[0].calls.Load()
+	t.Logf("%s, %d callers for %v: without a breaker %d calls, %d of them to the ill provider; with one %d calls, %d to it",
+		proto, callers, phase, plainCalls, illPlain, calls, ill)
+	// Opening takes min.calls failures (up to the callers' in flight at
+	// once), then each open period of 300 ms lets 2 probes through.
+	if limit := int64(callers + 5 + 2*(int(phase/(300*time.Millisecond))+1)); ill > limit {
+		t.Errorf("the ill provider got %d calls with the breaker, want at most %d", ill, limit)
+	}
+	if ill*3 > illPlain {
+		t.Errorf("the ill provider got %d calls with the breaker and %d without: want at most a third", ill, illPlain)
+	}
+	if calls < 2*plainCalls {
+		t.Errorf("with the breaker %d calls went through, without %d: the callers still waited on the ill provider", calls, plainCalls)
+	}
+
+	// Well again: within an open period and a probe batch it is back.
+	nodes[0].ill.Store(false)
+	time.Sleep(400 * time.Millisecond)
+	before := [3]int64{nodes[0].calls.Load(), nodes[1].calls.Load(), nodes[2].calls.Load()}
+	calls, failed, last = run(who)
+	if failed > 0 {
+		t.Fatalf("after recovery: %d of %d calls failed: %s", failed, calls, last)
+	}
+	back := nodes[0].calls.Load() - before[0]
+	if back*5 < calls { // round robin gives it a third; a fifth at least
+		t.Errorf("after recovery the provider got %d of %d calls: the breaker did not close", back, calls)
+	}
+
+	rec := httptest.NewRecorder()
+	app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	m := rec.Body.String()
+	for _, want := range []string{"weft_circuitbreaker_opened_total", "weft_circuitbreaker_closed_total", "weft_circuitbreaker_rejected_total", "weft_circuitbreaker_open"} {
+		v, ok := metricValue(m, want)
+		if !ok {
+			t.Errorf("/metrics lacks %s", want)
+			continue
+		}
+		if want != "weft_circuitbreaker_open" && v < 1 {
+			t.Errorf("%s = %v, want ≥ 1", want, v)
+		}
+		if want == "weft_circuitbreaker_open" && v != 0 {
+			t.Errorf("%s = %v after recovery, want 0", want, v)
+		}
+	}
+}
+
+const outlierRef = `, params: {outlier: "true", outlier.consecutive.errors: "3", outlier.base.ejection: "400", outlier.max.percent: "50"}`
+
+// TestOutlierEjectionUnderLoad: 16 callers on three providers, one hanging
+// past the 100 ms timeout. Outlier detection ejects it after 3 timeouts in
+// a row; while it is out it gets no calls (QoS's ls and the metrics say
+// so); each time it comes back ill it gets 3 calls and is out for longer
+// (400 ms, 800 ms, ...); once well, it is back for good.
+func TestOutlierEjectionUnderLoad(t *testing.T) { forEachProtocol(t, testOutlierEjection) }
+
+func testOutlierEjection(t *testing.T, proto string) {
+	nodes, app, who := sickCluster(t, proto, outlierRef, "qos: {port: 0}")
+	l := startLoad(16, 0, func() error {
+		_, err := who(context.Background(), "x")
+		return err
+	})
+	defer l.stop()
+	ill := nodes[0]
+	// Ejected within the first calls: 3 in a row that time out.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(lsOf(t, app), "ejected") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ejected within 5 s: %d calls to it; ls:\n%s", ill.calls.Load(), lsOf(t, app))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ls := lsOf(t, app)
+	t.Logf("ls while ejected:\n%s", ls)
+	if !strings.Contains(ls, "failures in a row") {
+		t.Errorf("ls does not say why: %s", ls)
+	}
+	// While out it gets nothing: a window well inside the 400 ms.
+	n := ill.calls.Load()
+	time.Sleep(250 * time.Millisecond)
+	if got := ill.calls.Load() - n; got > 0 && strings.Contains(lsOf(t, app), "ejected") {
+		t.Errorf("the ejected provider got %d calls while out", got)
+	}
+	// It comes back ill, takes its 3 calls, and is out again, for longer.
+	time.Sleep(1500 * time.Millisecond)
+	rec := httptest.NewRecorder()
+	app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if v, ok := metricValue(rec.Body.String(), "weft_outlier_ejections_total"); !ok || v < 2 {
+		t.Errorf("weft_outlier_ejections_total = %v (%v), want ≥ 2 after 1.75 s of an ill provider", v, ok)
+	}
+	// Well again: back when its ejection ends, and it stays.
+	ill.ill.Store(false)
+	time.Sleep(2 * time.Second) // the longest ejection so far is under 1.6 s
+	before, total := ill.calls.Load(), l.calls.Load()
+	time.Sleep(500 * time.Millisecond)
+	calls, failed, last := l.stop()
+	if failed > 0 {
+		t.Fatalf("%d of %d calls failed (failover should have saved them): %s", failed, calls, last)
+	}
+	if got, all := ill.calls.Load()-before, l.calls.Load()-total; got*5 < all {
+		t.Errorf("after recovery the provider got %d of %d calls: not back", got, all)
+	}
+	if strings.Contains(lsOf(t, app), "ejected") {
+		t.Errorf("still ejected after recovery: %s", lsOf(t, app))
+	}
+}
+
+func lsOf(t *testing.T, app *weft.App) string {
+	t.Helper()
+	_, body := qosGet(t, app.QoSAddr(), "/ls")
+	return body
+}
+
+// metricValue is the value of the first sample of family name in a
+// Prometheus text exposition.
+func metricValue(exposition, name string) (float64, bool) {
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			return v, true
+		}
+	}
+	return 0, false
+}
