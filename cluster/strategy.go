@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,7 @@ type strategy struct {
 func (s *strategy) Join(dir extension.Directory) (kernel.Invoker, error) {
 	c := &clusterInvoker{dir: dir, lbs: s.lbs, log: s.log, do: s.do, done: make(chan struct{})}
 	c.observer, _ = dir.(extension.OutcomeObserver)
+	c.budget = newRetryBudget(dir.URL(), s.log)
 	if s.start != nil {
 		s.start(c)
 	}
@@ -108,6 +110,11 @@ type clusterInvoker struct {
 	// observer hears each try's outcome (the directory's outlier
 	// detection); nil when the directory does not listen.
 	observer extension.OutcomeObserver
+	// budget caps the extra attempts (retries, forks, backups) at a share
+	// of the calls; nil: no budget.
+	budget *retryBudget
+	lat    *latencies // hedging's observed latencies
+	warned sync.Map   // settings already reported as unusable
 }
 
 func (c *clusterInvoker) URL() *kernel.URL  { return c.dir.URL() }
@@ -128,6 +135,7 @@ func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (ke
 	if c.closed.Load() {
 		return kernel.Result{}, kernel.Errorf(kernel.CodeNoProvider, "reference to %s is destroyed", c.dir.URL().ServiceKey())
 	}
+	c.budget.call()
 	return c.do(ctx, c, inv)
 }
 
@@ -333,6 +341,13 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 		if attempt > 0 && ctx.Err() != nil {
 			break
 		}
+		if attempt > 0 {
+			if ok, why := c.budget.retry(); !ok {
+				err := gaveUp(u, inv, "failover", tried, last)
+				err.Msg += " (no more: " + why + ")"
+				return kernel.Result{}, err
+			}
+		}
 		invokers, err := c.list(ctx, inv)
 		if err != nil {
 			if last == nil {
@@ -360,7 +375,7 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 	return kernel.Result{}, gaveUp(u, inv, "failover", tried, last)
 }
 
-func gaveUp(u *kernel.URL, inv *kernel.Invocation, how string, tried []kernel.Invoker, last error) error {
+func gaveUp(u *kernel.URL, inv *kernel.Invocation, how string, tried []kernel.Invoker, last error) *kernel.Error {
 	addrs := make([]string, len(tried))
 	for i, iv := range tried {
 		addrs[i] = iv.URL().Address()
@@ -382,9 +397,17 @@ func forking(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (ke
 	}
 	forks := int(c.dir.URL().MethodParamInt(inv.Method, KeyForks, DefaultForks))
 	selected := invokers
-	if forks > 0 && forks < len(invokers) {
-		selected = make([]kernel.Invoker, 0, forks)
-		for len(selected) < forks {
+	if n := len(invokers); (forks > 0 && forks < n) || c.budget != nil {
+		if forks > 0 {
+			n = min(n, forks)
+		}
+		selected = make([]kernel.Invoker, 0, n)
+		for len(selected) < n {
+			if len(selected) > 0 {
+				if ok, _ := c.budget.retry(); !ok {
+					break // the extra forks are what the budget caps
+				}
+			}
 			iv, err := c.pick(invokers, selected, inv)
 			if err != nil {
 				return kernel.Result{}, err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,11 +19,18 @@ import (
 type sick struct {
 	name  string
 	ill   atomic.Bool
+	slow  atomic.Int64 // ns each call takes, while not ill
 	calls atomic.Int64
 }
 
 func (s *sick) Who(ctx context.Context, _ string) (string, error) {
 	s.calls.Add(1)
+	if d := time.Duration(s.slow.Load()); d > 0 && !s.ill.Load() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
 	if s.ill.Load() {
 		select {
 		case <-ctx.Done():
@@ -53,7 +62,12 @@ func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft
 		t.Cleanup(func() { app.Stop(context.Background()) })
 		nodes, urls = append(nodes, n), append(urls, proto+"://"+addr)
 	}
-	nodes[0].ill.Store(true)
+	if !strings.Contains(ref, "healthy") {
+		nodes[0].ill.Store(true)
+	}
+	if !strings.Contains(ref, "timeout:") {
+		ref = ", timeout: 100" + ref
+	}
 	var c struct {
 		Who func(ctx context.Context, s string) (string, error)
 	}
@@ -61,7 +75,7 @@ func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft
 		weft.WithConfig(weft.ConfigYAML(strings.Join(top, "\n")+fmt.Sprintf(`
 consumer:
   references:
-    node: {interface: org.weft.Node, url: "%s", retries: 2, timeout: 100, loadbalance: roundrobin%s}
+    node: {interface: org.weft.Node, url: "%s", retries: 2, loadbalance: roundrobin%s}
 `, strings.Join(urls, ";"), ref))))
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +232,87 @@ func lsOf(t *testing.T, app *weft.App) string {
 	t.Helper()
 	_, body := qosGet(t, app.QoSAddr(), "/ls")
 	return body
+}
+
+// TestHedgingBoundsTheTail: 16 callers on three providers, one of which
+// takes 150 ms per call while the others answer at once. With failover
+// (no error, so no retry) a third of the calls wait the 150 ms; with
+// hedging after 20 ms a backup answers them. The p99 of both is logged.
+func TestHedgingBoundsTheTail(t *testing.T) { forEachProtocol(t, testHedging) }
+
+func testHedging(t *testing.T, proto string) {
+	p99 := func(cluster, params string) (time.Duration, int64) {
+		nodes, _, who := sickCluster(t, proto, `, cluster: `+cluster+`, timeout: 1000, params: {healthy: "1"`+params+`}`)
+		nodes[0].slow.Store(int64(150 * time.Millisecond))
+		var mu sync.Mutex
+		var lat []time.Duration
+		l := startLoad(16, 0, func() error {
+			start := time.Now()
+			_, err := who(context.Background(), "x")
+			mu.Lock()
+			lat = append(lat, time.Since(start))
+			mu.Unlock()
+			return err
+		})
+		time.Sleep(time.Second)
+		calls, failed, last := l.stop()
+		if failed > 0 {
+			t.Fatalf("%s: %d of %d calls failed: %s", cluster, failed, calls, last)
+		}
+		slices.Sort(lat)
+		return lat[len(lat)*99/100], calls
+	}
+	plain, plainCalls := p99("failover", "")
+	hedged, hedgedCalls := p99("hedging", `, hedging.delay: "20"`)
+	t.Logf("%s, 16 callers, one provider of three 150 ms slow: p99 %v with failover (%d calls in 1 s), %v with hedging after 20 ms (%d calls)",
+		proto, plain.Round(time.Millisecond), plainCalls, hedged.Round(time.Millisecond), hedgedCalls)
+	if plain < 150*time.Millisecond {
+		t.Fatalf("p99 without hedging is %v: the slow provider did not slow anything", plain)
+	}
+	if hedged > plain/2 {
+		t.Errorf("p99 with hedging %v, without %v: want at most half", hedged, plain)
+	}
+}
+
+// TestRetryBudgetWhenEveryProviderFails: every provider hangs past the
+// 50 ms timeout. Failover with retries 2 sends each call three times;
+// with retry.budget.percent 20 the providers see at most 1.2 times the
+// calls (and the budget's minimum).
+func TestRetryBudgetWhenEveryProviderFails(t *testing.T) {
+	run := func(params string) (calls, reached, spent int64) {
+		nodes, _, who := sickCluster(t, "dubbo", `, timeout: 50`+params)
+		for _, n := range nodes {
+			n.ill.Store(true)
+		}
+		var budgetSaid atomic.Int64
+		l := startLoad(8, 0, func() error {
+			_, err := who(context.Background(), "x")
+			if err != nil && strings.Contains(err.Error(), "retry budget spent") {
+				budgetSaid.Add(1)
+			}
+			return err
+		})
+		time.Sleep(time.Second)
+		calls, _, _ = l.stop()
+		for _, n := range nodes {
+			reached += n.calls.Load()
+		}
+		return calls, reached, budgetSaid.Load()
+	}
+	calls, reached, _ := run("")
+	t.Logf("no budget: %d calls, %d attempts reached the providers (%.2f per call)", calls, reached, float64(reached)/float64(calls))
+	if reached < 2*calls {
+		t.Fatalf("without a budget %d attempts for %d calls: failover did not retry", reached, calls)
+	}
+	calls, reached, spent := run(`, params: {retry.budget.percent: "20", retry.budget.min: "5"}`)
+	t.Logf("20%% budget: %d calls, %d attempts reached the providers (%.2f per call); %d failures said the budget was spent",
+		calls, reached, float64(reached)/float64(calls), spent)
+	if reached > calls+calls/5+5+8 { // 8: attempts in flight when the load stopped
+		t.Errorf("with a 20%% budget %d attempts for %d calls", reached, calls)
+	}
+	if spent == 0 {
+		t.Error("no failure said the retry budget stopped its retries")
+	}
 }
 
 // metricValue is the value of the first sample of family name in a

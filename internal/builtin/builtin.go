@@ -143,7 +143,7 @@ func Clusters(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) []Ext
 	}{
 		{cluster.Failover, cluster.NewFailover}, {cluster.Failfast, cluster.NewFailfast}, {cluster.Failsafe, cluster.NewFailsafe},
 		{cluster.Failback, cluster.NewFailback}, {cluster.Forking, cluster.NewForking}, {cluster.Broadcast, cluster.NewBroadcast},
-		{cluster.Available, cluster.NewAvailable},
+		{cluster.Available, cluster.NewAvailable}, {cluster.Hedging, cluster.NewHedging},
 	} {
 		out = append(out, Ext[extension.Cluster]{Name: c.name, New: func() (extension.Cluster, error) { return c.new(lbs, log), nil }})
 	}
