@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/window"
 )
 
 // A retry budget (Envoy's and Finagle's idea; grpc-go's retry throttling
@@ -33,17 +34,16 @@ type retryBudget struct {
 	now     func() time.Time
 
 	mu      sync.Mutex
-	ring    [buckets]budgetBucket
-	denied  int64 // extra attempts refused since the reference was made
+	counts  *window.Counts // calls, retries
+	denied  int64          // extra attempts refused since the reference was made
 	allowed int64
 }
 
-const buckets = 10
-
-type budgetBucket struct {
-	start          int64
-	calls, retries int64
-}
+// The window's counters.
+const (
+	nCalls = iota
+	nRetries
+)
 
 // newRetryBudget reads the budget's keys from the reference's URL; nil
 // when it sets none. A value it cannot use is logged, and the budget is
@@ -62,38 +62,18 @@ func newRetryBudget(u *kernel.URL, log *slog.Logger) *retryBudget {
 			"key", KeyRetryBudget, "value", s, "want", "a whole percentage in 0..100, such as 20")
 		return nil
 	}
-	window := u.ParamInt(KeyRetryBudgetWindow, DefaultRetryBudgetWindow)
-	if window < 10 {
+	ms := u.ParamInt(KeyRetryBudgetWindow, DefaultRetryBudgetWindow)
+	if ms < 10 {
 		log.Error("weft: retry budget setting not usable; the default is used", "service", u.ServiceKey(),
 			"key", KeyRetryBudgetWindow, "value", u.Param(KeyRetryBudgetWindow), "want", "ms ≥ 10", "default", DefaultRetryBudgetWindow)
-		window = DefaultRetryBudgetWindow
+		ms = DefaultRetryBudgetWindow
 	}
 	minimum := u.ParamInt(KeyRetryBudgetMin, DefaultRetryBudgetMin)
 	if minimum < 0 {
 		minimum = DefaultRetryBudgetMin
 	}
-	return &retryBudget{percent: p, window: time.Duration(window) * time.Millisecond, min: minimum, now: time.Now}
-}
-
-func (b *retryBudget) bucket(now time.Time) *budgetBucket {
-	span := int64(b.window) / buckets
-	start := now.UnixNano() / span * span
-	c := &b.ring[(now.UnixNano()/span)%buckets]
-	if c.start != start {
-		*c = budgetBucket{start: start}
-	}
-	return c
-}
-
-func (b *retryBudget) totals(now time.Time) (calls, retries int64) {
-	oldest := now.UnixNano() - int64(b.window)
-	for i := range b.ring {
-		if c := &b.ring[i]; c.start > oldest {
-			calls += c.calls
-			retries += c.retries
-		}
-	}
-	return
+	d := time.Duration(ms) * time.Millisecond
+	return &retryBudget{percent: p, window: d, min: minimum, now: time.Now, counts: window.New(d)}
 }
 
 // call counts a call of the reference (its first attempt).
@@ -102,7 +82,7 @@ func (b *retryBudget) call() {
 		return
 	}
 	b.mu.Lock()
-	b.bucket(b.now()).calls++
+	b.counts.Add(b.now(), nCalls, 1)
 	b.mu.Unlock()
 }
 
@@ -115,20 +95,40 @@ func (b *retryBudget) retry() (bool, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	calls, retries := b.totals(now)
+	n := b.counts.Sum(now)
+	calls, retries := n[nCalls], n[nRetries]
 	if retries >= b.min && retries*100 >= calls*b.percent {
 		b.denied++
 		return false, "retry budget spent: " + strconv.FormatInt(retries, 10) + " extra attempts for " +
 			strconv.FormatInt(calls, 10) + " calls in the last " + b.window.String() + " (" + KeyRetryBudget + " " +
 			strconv.FormatInt(b.percent, 10) + ", " + KeyRetryBudgetMin + " " + strconv.FormatInt(b.min, 10) + ")"
 	}
-	b.bucket(now).retries++
+	b.counts.Add(now, nRetries, 1)
 	b.allowed++
 	return true, ""
 }
 
-// counts are the extra attempts allowed and refused so far.
-func (b *retryBudget) counts() (allowed, denied int64) {
+// BudgetReporter is a cluster invoker with a retry budget (cluster's
+// strategies): the metrics read what it allowed and refused.
+type BudgetReporter interface {
+	// RetryBudget returns the extra attempts allowed and denied so far;
+	// on is false when the reference has no budget.
+	RetryBudget() (allowed, denied int64, on bool)
+}
+
+// RetryBudget is BudgetReporter's.
+func (c *clusterInvoker) RetryBudget() (allowed, denied int64, on bool) {
+	if c.budget == nil {
+		return 0, 0, false
+	}
+	allowed, denied = c.budget.tally()
+	return allowed, denied, true
+}
+
+var _ BudgetReporter = (*clusterInvoker)(nil)
+
+// tally is the extra attempts allowed and refused so far.
+func (b *retryBudget) tally() (allowed, denied int64) {
 	if b == nil {
 		return 0, 0
 	}

@@ -50,7 +50,7 @@ func TestRetryBudgetCapsFailover(t *testing.T) {
 	if !strings.Contains(last.Error(), "retry budget spent") || !strings.Contains(last.Error(), "retry.budget.percent 20") {
 		t.Errorf("last error %q does not say the budget stopped the retries", last)
 	}
-	if allowed, denied := c.budget.counts(); allowed != reached-100 || denied == 0 {
+	if allowed, denied := c.budget.tally(); allowed != reached-100 || denied == 0 {
 		t.Errorf("budget counts allowed=%d denied=%d, with %d extra attempts made", allowed, denied, reached-100)
 	}
 }

@@ -122,3 +122,11 @@ func ParseMockValue(v string) any {
 	}
 	return v
 }
+
+// RetryBudget passes on the wrapped cluster's (BudgetReporter).
+func (m *mockInvoker) RetryBudget() (allowed, denied int64, on bool) {
+	if b, ok := m.Invoker.(BudgetReporter); ok {
+		return b.RetryBudget()
+	}
+	return 0, 0, false
+}

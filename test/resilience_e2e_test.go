@@ -279,8 +279,10 @@ func testHedging(t *testing.T, proto string) {
 // with retry.budget.percent 20 the providers see at most 1.2 times the
 // calls (and the budget's minimum).
 func TestRetryBudgetWhenEveryProviderFails(t *testing.T) {
+	var app *weft.App
 	run := func(params string) (calls, reached, spent int64) {
-		nodes, _, who := sickCluster(t, "dubbo", `, timeout: 50`+params)
+		nodes, a, who := sickCluster(t, "dubbo", `, timeout: 50`+params)
+		app = a
 		for _, n := range nodes {
 			n.ill.Store(true)
 		}
@@ -312,6 +314,23 @@ func TestRetryBudgetWhenEveryProviderFails(t *testing.T) {
 	}
 	if spent == 0 {
 		t.Error("no failure said the retry budget stopped its retries")
+	}
+	rec := httptest.NewRecorder()
+	app.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var allowed, denied float64
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, "weft_retry_budget_attempts_total{") {
+			v, _ := metricValue(line, "weft_retry_budget_attempts_total")
+			if strings.Contains(line, `result="denied"`) {
+				denied = v
+			} else {
+				allowed = v
+			}
+		}
+	}
+	if denied < float64(spent) || allowed < 5 || allowed > float64(reached-calls) {
+		t.Errorf("weft_retry_budget_attempts_total allowed=%v denied=%v, with %d extra attempts made and %d calls refused a retry",
+			allowed, denied, reached-calls, spent)
 	}
 }
 

@@ -395,7 +395,7 @@ func (rt *Runtime) rerefer(r, nr *reference) {
 	if rd != nil {
 		r.sub.Retarget(rd)
 	}
-	r.url, r.targets, r.routers, r.dir = nr.url, nr.targets, nr.routers, nr.dir
+	r.url, r.targets, r.routers, r.dir, r.joined = nr.url, nr.targets, nr.routers, nr.dir, nr.joined
 	if r.gov != nil {
 		r.gov.Retarget(nr.dir, nr.routers)
 	}

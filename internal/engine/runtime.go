@@ -116,6 +116,9 @@ type reference struct {
 	// subscription that feeds the directory of a discovering reference.
 	dir extension.RoutedDirectory
 	sub *registry.Subscription
+	// joined is the cluster's invoker, before the cluster filters: the
+	// metrics read its retry budget.
+	joined kernel.Invoker
 	// gov applies Dubbo Admin's rules from the config center; nil
 	// without one.
 	gov *gov.Rules
@@ -208,7 +211,7 @@ func New(d Deps) (*Runtime, error) {
 		}
 		rt.obs.SetWasmServices(svc)
 	}
-	rt.obs.SetOutliers(rt.outliers)
+	rt.obs.SetReferences(rt.references)
 	// WASM filters' callouts to ref: clusters call the App's references;
 	// their bodies are in the App's serializations.
 	sers := NewSerializations(d.Serializations)
@@ -1087,6 +1090,7 @@ func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 		dir.Destroy()
 		return nil, nil, err
 	}
+	r.joined = iv
 	iv = extension.BuildChain(iv, clusterFilters)
 	if r.url.ParamBool(KeyGeneric, false) {
 		iv = genericReference{iv}
@@ -1269,23 +1273,28 @@ func (rt *Runtime) serviceByID(id string) *service {
 	return &service{id: id, register: true}
 }
 
-// outliers reads, for the metrics, the outlier detection of each reference
-// that turns it on.
-func (rt *Runtime) outliers() []metrics.Outlier {
+// references reads, for the metrics, the outlier detection and the retry
+// budget of each reference that turns one on.
+func (rt *Runtime) references() []metrics.ReferenceStats {
 	if !rt.life.started.Load() {
 		return nil
 	}
 	rt.applyMu.Lock()
 	defer rt.applyMu.Unlock()
-	var out []metrics.Outlier
+	var out []metrics.ReferenceStats
 	for _, id := range rt.refIDs {
 		r := rt.refs[id]
-		ej, ok := r.dir.(cluster.EjectionReporter)
-		if !ok || !r.url.ParamBool(cluster.KeyOutlier, false) {
-			continue
+		st := metrics.ReferenceStats{Reference: id, Service: r.url.ServiceKey()}
+		if ej, ok := r.dir.(cluster.EjectionReporter); ok && r.url.ParamBool(cluster.KeyOutlier, false) {
+			st.Outlier = true
+			st.Ejections, st.Ejected = ej.Ejections()
 		}
-		total, now := ej.Ejections()
-		out = append(out, metrics.Outlier{Reference: id, Service: r.url.ServiceKey(), Ejections: total, Ejected: now})
+		if b, ok := r.joined.(cluster.BudgetReporter); ok {
+			st.RetriesAllowed, st.RetriesDenied, st.Budget = b.RetryBudget()
+		}
+		if st.Outlier || st.Budget {
+			out = append(out, st)
+		}
 	}
 	return out
 }

@@ -37,8 +37,9 @@ type Observer struct {
 	// their metric name ("service:<id>"): reported beside the WASM
 	// filters, read at scrape time (SetWasmServices).
 	services atomic.Pointer[map[string]*wasmfilter.Filter]
-	// outliers reads the references' outlier detection (SetOutliers).
-	outliers atomic.Pointer[func() []metrics.Outlier]
+	// references reads the references' outlier detection and retry
+	// budgets (SetReferences).
+	references atomic.Pointer[func() []metrics.ReferenceStats]
 
 	// Metrics is the App's registry; nil when metrics are off.
 	Metrics *metrics.Registry
@@ -135,8 +136,8 @@ func (obs *Observer) Start(mc metrics.Config, name, version string, protocols *k
 	}
 	src := obs.sources(protocols, wasm)
 	src.CircuitBreakers = breakers
-	src.Outliers = func() []metrics.Outlier {
-		if f := obs.outliers.Load(); f != nil {
+	src.References = func() []metrics.ReferenceStats {
+		if f := obs.references.Load(); f != nil {
 			return (*f)()
 		}
 		return nil
@@ -250,10 +251,10 @@ func (obs *Observer) SetWasmServices(m map[string]*wasmfilter.Filter) {
 	}
 }
 
-// SetOutliers gives the metrics the references' outlier detection, read at
-// scrape time.
-func (obs *Observer) SetOutliers(f func() []metrics.Outlier) {
+// SetReferences gives the metrics the references' outlier detection and
+// retry budgets, read at scrape time.
+func (obs *Observer) SetReferences(f func() []metrics.ReferenceStats) {
 	if obs != nil {
-		obs.outliers.Store(&f)
+		obs.references.Store(&f)
 	}
 }

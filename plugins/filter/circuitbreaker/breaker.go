@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weftrpc/weft/kernel"
+	"github.com/weftrpc/weft/kernel/window"
 )
 
 type settings struct {
@@ -26,14 +27,12 @@ const (
 	halfOpen
 )
 
-// buckets is how many parts the window is cut into: the window slides by
-// a tenth of itself, as Sentinel's and Hystrix's do.
-const buckets = 10
-
-type bucket struct {
-	start               int64 // unix ns the bucket's span began; 0: empty
-	calls, failed, slow int64
-}
+// The window's counters.
+const (
+	nCalls = iota
+	nFailed
+	nSlow
+)
 
 // breaker is one provider method's state machine. A mutex guards it: a
 // call takes it twice (allow, record), for a few nanoseconds each, and the
@@ -45,7 +44,7 @@ type breaker struct {
 
 	mu        sync.Mutex
 	st        state
-	ring      [buckets]bucket
+	counts    *window.Counts // calls, failed, slow over the window
 	openUntil time.Time
 	inFlight  int64  // probes sent in half-open and not yet answered
 	passed    int64  // probes answered well in half-open
@@ -54,34 +53,13 @@ type breaker struct {
 }
 
 func newBreaker(s settings, name string) *breaker {
-	return &breaker{s: s, name: name}
+	return &breaker{s: s, name: name, counts: window.New(s.window)}
 }
 
-func (b *breaker) span() int64 { return int64(b.s.window) / buckets }
-
-// current returns the bucket now falls in, emptied if it held an older
-// span.
-func (b *breaker) current(now time.Time) *bucket {
-	span := b.span()
-	start := now.UnixNano() / span * span
-	c := &b.ring[(now.UnixNano()/span)%buckets]
-	if c.start != start {
-		*c = bucket{start: start}
-	}
-	return c
-}
-
-// totals sums the buckets still inside the window.
+// totals sums the counts still inside the window.
 func (b *breaker) totals(now time.Time) (calls, failed, slow int64) {
-	oldest := now.UnixNano() - int64(b.s.window)
-	for i := range b.ring {
-		if c := &b.ring[i]; c.start > oldest {
-			calls += c.calls
-			failed += c.failed
-			slow += c.slow
-		}
-	}
-	return
+	n := b.counts.Sum(now)
+	return n[nCalls], n[nFailed], n[nSlow]
 }
 
 // allow says whether a call may go; probe is the half-open turn of a
@@ -151,7 +129,7 @@ func (b *breaker) record(now time.Time, took time.Duration, failed bool, probe u
 		}
 		if b.passed++; b.passed >= b.s.probes {
 			b.st = closed
-			b.ring = [buckets]bucket{}
+			b.counts.Reset()
 			f.stats.Closed.Add(1)
 			f.log.Info("weft: circuit breaker closed: the provider answered its probes", "provider", b.name, "probes", b.s.probes)
 		}
@@ -161,13 +139,12 @@ func (b *breaker) record(now time.Time, took time.Duration, failed bool, probe u
 		// earlier turn: its outcome is outweighed by what came since.
 		return
 	}
-	c := b.current(now)
-	c.calls++
+	b.counts.Add(now, nCalls, 1)
 	if failed {
-		c.failed++
+		b.counts.Add(now, nFailed, 1)
 	}
 	if slow {
-		c.slow++
+		b.counts.Add(now, nSlow, 1)
 	}
 	if !failed && !slow {
 		return // only a failure or a slow call can open it

@@ -86,15 +86,20 @@ type Sources struct {
 	Wasm          func() []WasmFilter
 	// CircuitBreakers are the consumer's circuit breakers, all together.
 	CircuitBreakers func() CircuitBreakers
-	// Outliers are the references whose outlier detection is on.
-	Outliers func() []Outlier
+	// References are the references whose outlier detection or retry
+	// budget is on.
+	References func() []ReferenceStats
 }
 
-// Outlier is one reference's outlier detection: providers ejected since
-// the App started, and out now.
-type Outlier struct {
-	Reference, Service string
-	Ejections, Ejected int64
+// ReferenceStats are one reference's outlier detection (providers ejected
+// since the App started, and out now) and retry budget (extra attempts it
+// allowed and refused).
+type ReferenceStats struct {
+	Reference, Service            string
+	Outlier                       bool
+	Ejections, Ejected            int64
+	Budget                        bool
+	RetriesAllowed, RetriesDenied int64
 }
 
 // CircuitBreakers count what the consumer's circuit breakers (one per
@@ -206,13 +211,25 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			emit(m.name, m.help, m.t, float64(m.v), appLabels, app...)
 		}
 	}
-	if f := c.s.Outliers; f != nil {
+	if f := c.s.References; f != nil {
 		names := append(append([]string(nil), appLabels...), "reference", "interface")
+		budget := append(append([]string(nil), names...), "result")
 		for _, o := range f() {
-			emit("weft_outlier_ejections_total", "Providers outlier detection ejected from a reference's directory", prometheus.CounterValue,
-				float64(o.Ejections), names, with(o.Reference, o.Service)...)
-			emit("weft_outlier_ejected", "Providers outlier detection holds out of a reference's directory now", prometheus.GaugeValue,
-				float64(o.Ejected), names, with(o.Reference, o.Service)...)
+			if o.Outlier {
+				emit("weft_outlier_ejections_total", "Providers outlier detection ejected from a reference's directory", prometheus.CounterValue,
+					float64(o.Ejections), names, with(o.Reference, o.Service)...)
+				emit("weft_outlier_ejected", "Providers outlier detection holds out of a reference's directory now", prometheus.GaugeValue,
+					float64(o.Ejected), names, with(o.Reference, o.Service)...)
+			}
+			if o.Budget {
+				for _, r := range []struct {
+					result string
+					v      int64
+				}{{"allowed", o.RetriesAllowed}, {"denied", o.RetriesDenied}} {
+					emit("weft_retry_budget_attempts_total", "Extra attempts (retries, forks, backups) a reference's retry budget allowed or denied",
+						prometheus.CounterValue, float64(r.v), budget, with(o.Reference, o.Service, r.result)...)
+				}
+			}
 		}
 	}
 	if f := c.s.Wasm; f != nil {
