@@ -243,26 +243,14 @@ func (o *outlier) in(list []kernel.Invoker) []kernel.Invoker {
 		return list
 	}
 	now := o.now()
-	var kept []kernel.Invoker
+	var kept []kernel.Invoker // nil until the first provider left out
 	for i, iv := range list {
-		h, ok := o.hosts.Load(iv)
-		if !ok || !h.(*host).isOut.Load() {
+		switch {
+		case !o.held(iv, now):
 			if kept != nil {
 				kept = append(kept, iv)
 			}
-			continue
-		}
-		o.mu.Lock()
-		o.letBack(iv, h.(*host), now)
-		back := h.(*host).until.IsZero()
-		o.mu.Unlock()
-		if back {
-			if kept != nil {
-				kept = append(kept, iv)
-			}
-			continue
-		}
-		if kept == nil {
+		case kept == nil:
 			kept = append(make([]kernel.Invoker, 0, len(list)), list[:i]...)
 		}
 	}
@@ -270,6 +258,20 @@ func (o *outlier) in(list []kernel.Invoker) []kernel.Invoker {
 		return list
 	}
 	return kept
+}
+
+// held reports whether iv is ejected at now, letting it back first if its
+// time is over; the lock only for a provider that is out.
+func (o *outlier) held(iv kernel.Invoker, now time.Time) bool {
+	v, ok := o.hosts.Load(iv)
+	if !ok || !v.(*host).isOut.Load() {
+		return false
+	}
+	h := v.(*host)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.letBack(iv, h, now)
+	return !h.until.IsZero()
 }
 
 // EjectionReporter is a directory whose outlier detection can say which

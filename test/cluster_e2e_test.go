@@ -68,7 +68,7 @@ func forEachProtocol(t *testing.T, test func(t *testing.T, proto string)) {
 	}
 }
 
-func startNodeP(t *testing.T, proto string, n *node, addr string, extra string) *weft.App {
+func startNodeP(t *testing.T, proto string, n any, addr string, extra string) *weft.App {
 	t.Helper()
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", n),

@@ -40,9 +40,10 @@ func (s *sick) Who(ctx context.Context, _ string) (string, error) {
 	return s.name, nil
 }
 
-// sickCluster starts three providers of org.weft.Node over proto, the
-// first of them ill, and a consumer App calling them with failover and the
-// reference settings ref.
+// sickCluster starts three providers of org.weft.Node over proto, all
+// well, and a consumer App calling them with failover (retries 2, round
+// robin) and the reference settings ref (with its timeout); top is
+// prepended to the consumer's config.
 func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft.App, func(ctx context.Context, s string) (string, error)) {
 	t.Helper()
 	var nodes []*sick
@@ -50,23 +51,9 @@ func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft
 	for i := range 3 {
 		n := &sick{name: fmt.Sprintf("n%d", i)}
 		addr := freePort(t)
-		port := addr[strings.LastIndexByte(addr, ':')+1:]
-		app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quietLog), weft.WithService("node", n),
-			weft.WithConfig(weft.ConfigYAML(fmt.Sprintf("protocols: {%s: {port: %s}}\nprovider:\n  services:\n    node: {interface: org.weft.Node, protocol: %s}\n", proto, port, proto))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		app := startNodeP(t, proto, n, addr, "")
 		t.Cleanup(func() { app.Stop(context.Background()) })
 		nodes, urls = append(nodes, n), append(urls, proto+"://"+addr)
-	}
-	if !strings.Contains(ref, "healthy") {
-		nodes[0].ill.Store(true)
-	}
-	if !strings.Contains(ref, "timeout:") {
-		ref = ", timeout: 100" + ref
 	}
 	var c struct {
 		Who func(ctx context.Context, s string) (string, error)
@@ -87,7 +74,7 @@ consumer:
 	return nodes, app, c.Who
 }
 
-const breakerRef = `, params: {circuitbreaker: "true", circuitbreaker.min.calls: "5", circuitbreaker.window: "2000", circuitbreaker.open: "300", circuitbreaker.halfopen.calls: "2"}`
+const breakerRef = `, timeout: 100, params: {circuitbreaker: "true", circuitbreaker.min.calls: "5", circuitbreaker.window: "2000", circuitbreaker.open: "300", circuitbreaker.halfopen.calls: "2"}`
 
 // TestCircuitBreakerCutsOffAnIllProviderAndTakesItBack: 16 callers on
 // three providers, one hanging past the 100 ms timeout. Without a breaker,
@@ -111,13 +98,15 @@ func testCircuitBreaker(t *testing.T, proto string) {
 	}
 
 	// The control: the same cluster without a breaker.
-	plain, _, plainWho := sickCluster(t, proto, "")
+	plain, _, plainWho := sickCluster(t, proto, ", timeout: 100")
+	plain[0].ill.Store(true)
 	plainCalls, plainFailed, last := run(plainWho)
 	if plainFailed > 0 {
 		t.Fatalf("without a breaker: %d of %d calls failed (failover should have saved them): %s", plainFailed, plainCalls, last)
 	}
 
 	nodes, app, who := sickCluster(t, proto, breakerRef)
+	nodes[0].ill.Store(true)
 	calls, failed, last := run(who)
 	if failed > 0 {
 		t.Fatalf("with a breaker: %d of %d calls failed: %s", failed, calls, last)
@@ -168,7 +157,7 @@ func testCircuitBreaker(t *testing.T, proto string) {
 	}
 }
 
-const outlierRef = `, params: {outlier: "true", outlier.consecutive.errors: "3", outlier.base.ejection: "400", outlier.max.percent: "50"}`
+const outlierRef = `, timeout: 100, params: {outlier: "true", outlier.consecutive.errors: "3", outlier.base.ejection: "400", outlier.max.percent: "50"}`
 
 // TestOutlierEjectionUnderLoad: 16 callers on three providers, one hanging
 // past the 100 ms timeout. Outlier detection ejects it after 3 timeouts in
@@ -179,6 +168,7 @@ func TestOutlierEjectionUnderLoad(t *testing.T) { forEachProtocol(t, testOutlier
 
 func testOutlierEjection(t *testing.T, proto string) {
 	nodes, app, who := sickCluster(t, proto, outlierRef, "qos: {port: 0}")
+	nodes[0].ill.Store(true)
 	l := startLoad(16, 0, func() error {
 		_, err := who(context.Background(), "x")
 		return err
@@ -242,7 +232,7 @@ func TestHedgingBoundsTheTail(t *testing.T) { forEachProtocol(t, testHedging) }
 
 func testHedging(t *testing.T, proto string) {
 	p99 := func(cluster, params string) (time.Duration, int64) {
-		nodes, _, who := sickCluster(t, proto, `, cluster: `+cluster+`, timeout: 1000, params: {healthy: "1"`+params+`}`)
+		nodes, _, who := sickCluster(t, proto, `, cluster: `+cluster+`, timeout: 1000, params: {`+params+`}`)
 		nodes[0].slow.Store(int64(150 * time.Millisecond))
 		var mu sync.Mutex
 		var lat []time.Duration
@@ -263,7 +253,7 @@ func testHedging(t *testing.T, proto string) {
 		return lat[len(lat)*99/100], calls
 	}
 	plain, plainCalls := p99("failover", "")
-	hedged, hedgedCalls := p99("hedging", `, hedging.delay: "20"`)
+	hedged, hedgedCalls := p99("hedging", `hedging.delay: "20"`)
 	t.Logf("%s, 16 callers, one provider of three 150 ms slow: p99 %v with failover (%d calls in 1 s), %v with hedging after 20 ms (%d calls)",
 		proto, plain.Round(time.Millisecond), plainCalls, hedged.Round(time.Millisecond), hedgedCalls)
 	if plain < 150*time.Millisecond {

@@ -136,6 +136,14 @@ var (
 	}
 )
 
+// sample is one value of a family the collector emits with the App's
+// labels (and the source's own).
+type sample struct {
+	name, help string
+	t          prometheus.ValueType
+	v          int64
+}
+
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	app := c.r.app
 	emit := func(name, help string, t prometheus.ValueType, v float64, names []string, values ...string) {
@@ -160,11 +168,7 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if f := c.s.Registry; f != nil {
 		s := f()
-		for _, m := range []struct {
-			name, help string
-			t          prometheus.ValueType
-			v          int64
-		}{
+		for _, m := range []sample{
 			{"dubbo_registry_register_requests_total", "Total Register Requests", prometheus.CounterValue, s.Register},
 			{"dubbo_registry_register_requests_succeed_total", "Succeed Register Requests", prometheus.CounterValue, s.Register - s.RegisterFailed},
 			{"dubbo_registry_register_requests_failed_total", "Failed Register Requests", prometheus.CounterValue, s.RegisterFailed},
@@ -198,11 +202,7 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if f := c.s.CircuitBreakers; f != nil {
 		b := f()
-		for _, m := range []struct {
-			name, help string
-			t          prometheus.ValueType
-			v          int64
-		}{
+		for _, m := range []sample{
 			{"weft_circuitbreaker_opened_total", "Times a circuit breaker (per provider and method) opened", prometheus.CounterValue, b.Opened},
 			{"weft_circuitbreaker_closed_total", "Times an open circuit breaker closed again after its probes passed", prometheus.CounterValue, b.Closed},
 			{"weft_circuitbreaker_rejected_total", "Calls an open circuit breaker failed at once (failover may have sent them to another provider)", prometheus.CounterValue, b.Rejected},
@@ -240,11 +240,7 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 		// name, in filter order; another kind goes out as <name>_<kind>.
 		kinds := map[string]string{}
 		for _, w := range f() {
-			for _, m := range []struct {
-				name, help string
-				t          prometheus.ValueType
-				v          int64
-			}{
+			for _, m := range []sample{
 				{"weft_wasm_calls_total", "Calls the WASM filter ran", prometheus.CounterValue, w.Calls},
 				{"weft_wasm_traps_total", "Guest calls that trapped, exited or broke the ABI (each costs its instance)", prometheus.CounterValue, w.Traps},
 				{"weft_wasm_timeouts_total", "Guest calls stopped at their deadline or cancelled", prometheus.CounterValue, w.Timeouts},
