@@ -120,7 +120,7 @@ func TestStartupErrorsNameKeyPathAndKnownNames(t *testing.T) {
 consumer:
   references:
     greeter: {interface: org.example.Greeter, protocol: injvm, filter: "consumercontext,nosuch"}`,
-			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, circuitbreaker, consumercontext, context, echo, exception, executelimit, generic, metrics, otelClientTrace, otelClientTracePeer, otelServerTrace, timeout"}},
+			[]string{"consumer.references.greeter.filter", `unknown filter extension "nosuch"`, "accesslog, activelimit, adaptiveLoadBalance, circuitbreaker, consumercontext, context, echo, exception, executelimit, generic, metrics, otelClientTrace, otelClientTracePeer, otelServerTrace, padasvc, profiler-server, timeout"}},
 		{"unknown provider filter removal", `
 provider:
   filter: "-nosuch"
@@ -131,7 +131,7 @@ provider:
 consumer:
   references:
     greeter: {interface: org.example.Greeter, protocol: injvm, loadbalance: rondom}`,
-			[]string{"consumer.references.greeter.loadbalance", `unknown loadbalance extension "rondom"`, "known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse"}},
+			[]string{"consumer.references.greeter.loadbalance", `unknown loadbalance extension "rondom"`, "known: adaptive, consistenthash, leastactive, p2c, random, roundrobin, shortestresponse"}},
 		{"unknown method load balancer", `
 consumer:
   references:

@@ -3,13 +3,13 @@ package weft
 import (
 	"context"
 	"fmt"
-	"github.com/weftrpc/weft/plugins/filter/circuitbreaker"
 	"log/slog"
 	"net/http"
 
 	"go.uber.org/fx"
 
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/builtin"
 	"github.com/weftrpc/weft/internal/engine"
 	"github.com/weftrpc/weft/internal/observe"
 	"github.com/weftrpc/weft/kernel"
@@ -58,13 +58,9 @@ func metricsPlugin() fx.Option {
 }
 
 func newMetrics(cfg *Config, obs *observe.Observer, protocols *kernel.Loader[extension.Protocol], wasm engine.WasmSet,
-	cb *circuitbreaker.Filter, lc fx.Lifecycle, log *slog.Logger) (metricsOut, error) {
+	st *builtin.State, lc fx.Lifecycle, log *slog.Logger) (metricsOut, error) {
 	mc := cfg.Metrics
-	breakers := func() metrics.CircuitBreakers {
-		opened, closed, rejected, open := cb.Counts()
-		return metrics.CircuitBreakers{Opened: opened, Closed: closed, Rejected: rejected, Open: open}
-	}
-	reg, err := obs.Start(mc, cfg.Application.Name, cfg.Application.Version, protocols, wasm, breakers)
+	reg, err := obs.Start(mc, cfg.Application.Name, cfg.Application.Version, protocols, wasm, st.Sources())
 	if reg == nil {
 		return metricsOut{}, err
 	}

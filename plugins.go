@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/weftrpc/weft/plugins/filter/circuitbreaker"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -145,7 +144,7 @@ func builtins() fx.Option {
 		}),
 		builtinsOf[extension.ThreadPool](builtin.ThreadPools),
 		builtinsOf[extension.Serialization](builtin.Serializations),
-		fx.Provide(circuitbreaker.New), // one per App: the filter, and what the metrics read
+		fx.Provide(builtin.NewState), // one per App: shared by filters, balancers and metrics
 		builtinsOf[extension.Filter](builtin.Filters),
 		builtinsOf[extension.RouterFactory](builtin.Routers),
 		builtinsOf[extension.RegistryFactory](builtin.Registries),

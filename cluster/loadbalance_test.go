@@ -434,17 +434,17 @@ func TestP2CPrefersTheLessLoadedOfTwo(t *testing.T) {
 		ivs := lbWeighted(100, 100)
 		lbBusy(stats, ivs[0], "m", 3)
 		lbBusy(stats, ivs[1], "m", 1)
-		lbCheckShares(t, lbShares(NewP2C(stats), ivs, inv, 1000), []float64{0, 1}, 0)
+		lbCheckShares(t, lbShares(NewP2C(stats, nil), ivs, inv, 1000), []float64{0, 1}, 0)
 	})
 	t.Run("equal actives, faster wins", func(t *testing.T) {
 		stats := kernel.NewStatusStore()
 		ivs := lbWeighted(100, 100)
 		lbFinished(stats, ivs[0], "m", 5, 5*time.Millisecond)
 		lbFinished(stats, ivs[1], "m", 5, time.Millisecond)
-		lbCheckShares(t, lbShares(NewP2C(stats), ivs, inv, 1000), []float64{0, 1}, 0)
+		lbCheckShares(t, lbShares(NewP2C(stats, nil), ivs, inv, 1000), []float64{0, 1}, 0)
 	})
 	t.Run("full tie is even", func(t *testing.T) {
-		lbCheckShares(t, lbShares(NewP2C(kernel.NewStatusStore()), lbWeighted(100, 100), inv, 20_000), []float64{0.5, 0.5}, 0.02)
+		lbCheckShares(t, lbShares(NewP2C(kernel.NewStatusStore(), nil), lbWeighted(100, 100), inv, 20_000), []float64{0.5, 0.5}, 0.02)
 	})
 	t.Run("idle provider wins every pair it is in", func(t *testing.T) {
 		stats := kernel.NewStatusStore()
@@ -452,7 +452,7 @@ func TestP2CPrefersTheLessLoadedOfTwo(t *testing.T) {
 		lbBusy(stats, ivs[1], "m", 10)
 		lbBusy(stats, ivs[2], "m", 10)
 		// The idle one is in 2 of the 3 possible pairs.
-		lbCheckShares(t, lbShares(NewP2C(stats), ivs, inv, 30_000), []float64{2.0 / 3, 1.0 / 6, 1.0 / 6}, 0.02)
+		lbCheckShares(t, lbShares(NewP2C(stats, nil), ivs, inv, 30_000), []float64{2.0 / 3, 1.0 / 6, 1.0 / 6}, 0.02)
 	})
 	t.Run("the busiest is never picked", func(t *testing.T) {
 		stats := kernel.NewStatusStore()
@@ -460,7 +460,7 @@ func TestP2CPrefersTheLessLoadedOfTwo(t *testing.T) {
 		for i, iv := range ivs {
 			lbBusy(stats, iv, "m", i)
 		}
-		got := lbShares(NewP2C(stats), ivs, inv, 20_000)
+		got := lbShares(NewP2C(stats, nil), ivs, inv, 20_000)
 		if got[4] != 0 {
 			t.Fatalf("busiest provider got %.3f of picks", got[4])
 		}
@@ -726,7 +726,8 @@ var lbAll = []lbCase{
 	{LeastActive, NewLeastActive},
 	{ShortestResponse, NewShortestResponse},
 	{ConsistentHash, func(*kernel.StatusStore) extension.LoadBalance { return NewConsistentHash() }},
-	{P2C, NewP2C},
+	{P2C, func(st *kernel.StatusStore) extension.LoadBalance { return NewP2C(st, nil) }},
+	{Adaptive, func(*kernel.StatusStore) extension.LoadBalance { return NewAdaptive(nil) }},
 }
 
 // lbRealistic are n providers as a registry would list them: several

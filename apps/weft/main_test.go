@@ -20,7 +20,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	os.WriteFile(cfg, []byte("consumer:\n  loadbalance: nosuch\n"), 0o644)
 	var out, errb bytes.Buffer
 	code := cli([]string{"run", "-c", cfg}, &out, &errb)
-	if code != 1 || !strings.Contains(errb.String(), `consumer.loadbalance: unknown loadbalance extension "nosuch" (known: consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`) {
+	if code != 1 || !strings.Contains(errb.String(), `consumer.loadbalance: unknown loadbalance extension "nosuch" (known: adaptive, consistenthash, leastactive, p2c, random, roundrobin, shortestresponse)`) {
 		t.Fatalf("code %d, stderr %q", code, errb.String())
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/filter/accesslog"
 	"github.com/weftrpc/weft/plugins/filter/activelimit"
+	"github.com/weftrpc/weft/plugins/filter/adaptivelb"
+	"github.com/weftrpc/weft/plugins/filter/adaptivesvc"
 	"github.com/weftrpc/weft/plugins/filter/circuitbreaker"
 	ctxfilter "github.com/weftrpc/weft/plugins/filter/context"
 	"github.com/weftrpc/weft/plugins/filter/echo"
@@ -93,7 +95,7 @@ func Serializations() []Ext[extension.Serialization] {
 
 // Filters are Dubbo's built-in filters. Those with state of their own (tps
 // windows, the exception filter's log limiter) are made per App.
-func Filters(log *slog.Logger, st *kernel.StatusStore, cb *circuitbreaker.Filter) []Ext[extension.Filter] {
+func Filters(log *slog.Logger, st *kernel.StatusStore, s *State) []Ext[extension.Filter] {
 	return []Ext[extension.Filter]{
 		// Generic calls are resolved around the whole chain (the engine's
 		// export, generic.Wrap); the name stays for lists that name it.
@@ -108,7 +110,10 @@ func Filters(log *slog.Logger, st *kernel.StatusStore, cb *circuitbreaker.Filter
 		{Name: exception.Name, New: func() (extension.Filter, error) { return exception.New(log), nil }, Activate: exception.Activation()},
 		{Name: executelimit.Name, New: Value(executelimit.New(st)), Activate: executelimit.Activation()},
 		{Name: activelimit.Name, New: Value(activelimit.New(st)), Activate: activelimit.Activation()},
-		{Name: circuitbreaker.Name, New: Value[extension.Filter](cb), Activate: circuitbreaker.Activation()},
+		{Name: circuitbreaker.Name, New: Value[extension.Filter](s.Breakers), Activate: circuitbreaker.Activation()},
+		{Name: adaptivesvc.Name, New: Value[extension.Filter](s.Limiters), Activate: adaptivesvc.Activation()},
+		{Name: adaptivelb.Name, New: Value(adaptivelb.New(s.Loads)), Activate: adaptivelb.Activation()},
+		{Name: adaptivelb.ProviderName, New: func() (extension.Filter, error) { return adaptivelb.NewProvider(), nil }, Activate: adaptivelb.ProviderActivation()},
 	}
 }
 
@@ -151,14 +156,16 @@ func Clusters(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) []Ext
 }
 
 // LoadBalances are Dubbo's balancers and p2c; those that read calls in
-// flight read the App's status store.
-func LoadBalances(st *kernel.StatusStore) []Ext[extension.LoadBalance] {
+// flight read the App's status store, those that read the providers' load
+// reports s.Loads.
+func LoadBalances(st *kernel.StatusStore, s *State) []Ext[extension.LoadBalance] {
 	return []Ext[extension.LoadBalance]{
 		{Name: cluster.Random, New: Value(cluster.NewRandom())},
 		{Name: cluster.RoundRobin, New: func() (extension.LoadBalance, error) { return cluster.NewRoundRobin(), nil }},
 		{Name: cluster.ConsistentHash, New: func() (extension.LoadBalance, error) { return cluster.NewConsistentHash(), nil }},
 		{Name: cluster.LeastActive, New: func() (extension.LoadBalance, error) { return cluster.NewLeastActive(st), nil }},
 		{Name: cluster.ShortestResponse, New: func() (extension.LoadBalance, error) { return cluster.NewShortestResponse(st), nil }},
-		{Name: cluster.P2C, New: func() (extension.LoadBalance, error) { return cluster.NewP2C(st), nil }},
+		{Name: cluster.P2C, New: func() (extension.LoadBalance, error) { return cluster.NewP2C(st, s.Loads), nil }},
+		{Name: cluster.Adaptive, New: func() (extension.LoadBalance, error) { return cluster.NewAdaptive(s.Loads), nil }},
 	}
 }

@@ -126,7 +126,7 @@ func (o *Observer) ConfigApplied(applied, restart bool, err error) {
 // metrics.enable is false: then it returns nil), reading the App's state at
 // scrape time from its protocols and WASM filters.
 func (obs *Observer) Start(mc metrics.Config, name, version string, protocols *kernel.Loader[extension.Protocol],
-	wasm map[string]*wasmfilter.Filter, breakers func() metrics.CircuitBreakers) (*metrics.Registry, error) {
+	wasm map[string]*wasmfilter.Filter, plugins metrics.Sources) (*metrics.Registry, error) {
 	if !mc.Enabled() {
 		return nil, nil
 	}
@@ -135,7 +135,7 @@ func (obs *Observer) Start(mc metrics.Config, name, version string, protocols *k
 		return nil, fmt.Errorf("weft: config: %w", err)
 	}
 	src := obs.sources(protocols, wasm)
-	src.CircuitBreakers = breakers
+	src.CircuitBreakers, src.Limiters = plugins.CircuitBreakers, plugins.Limiters
 	src.References = func() []metrics.ReferenceStats {
 		if f := obs.references.Load(); f != nil {
 			return (*f)()

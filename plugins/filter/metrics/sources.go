@@ -86,6 +86,8 @@ type Sources struct {
 	Wasm          func() []WasmFilter
 	// CircuitBreakers are the consumer's circuit breakers, all together.
 	CircuitBreakers func() CircuitBreakers
+	// Limiters are the provider's adaptive concurrency limits.
+	Limiters func() Limiters
 	// References are the references whose outlier detection or retry
 	// budget is on.
 	References func() []ReferenceStats
@@ -107,6 +109,20 @@ type ReferenceStats struct {
 // failed at once, and how many are open (or probing) now.
 type CircuitBreakers struct {
 	Opened, Closed, Rejected, Open int64
+}
+
+// Limiters are the provider's adaptive concurrency limits (the padasvc
+// filter): calls shed since the App started, and each service method's
+// limit and calls in flight now.
+type Limiters struct {
+	Shed    int64
+	Methods []LimiterMethod
+}
+
+// LimiterMethod is one service method's adaptive limit.
+type LimiterMethod struct {
+	Service, Method string
+	Limit, Inflight int64
 }
 
 // AddSources registers the collectors of s.
@@ -209,6 +225,20 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			{"weft_circuitbreaker_open", "Circuit breakers open or probing now", prometheus.GaugeValue, b.Open},
 		} {
 			emit(m.name, m.help, m.t, float64(m.v), appLabels, app...)
+		}
+	}
+	if f := c.s.Limiters; f != nil {
+		l := f()
+		if l.Shed > 0 || len(l.Methods) > 0 {
+			emit("weft_adaptive_limiter_shed_total", "Calls the provider's adaptive concurrency limiters shed (answered status 100 / RESOURCE_EXHAUSTED)",
+				prometheus.CounterValue, float64(l.Shed), appLabels, app...)
+		}
+		names := append(append([]string(nil), appLabels...), "interface", "method")
+		for _, m := range l.Methods {
+			emit("weft_adaptive_limiter_limit", "A service method's adaptive concurrency limit now", prometheus.GaugeValue,
+				float64(m.Limit), names, with(m.Service, m.Method)...)
+			emit("weft_adaptive_limiter_inflight", "Calls of a service method running under its adaptive limit now", prometheus.GaugeValue,
+				float64(m.Inflight), names, with(m.Service, m.Method)...)
 		}
 	}
 	if f := c.s.References; f != nil {
