@@ -42,7 +42,8 @@ func (s *sick) Who(ctx context.Context, _ string) (string, error) {
 
 // sickCluster starts three providers of org.weft.Node over proto, all
 // well, and a consumer App calling them with failover (retries 2, round
-// robin) and the reference settings ref (with its timeout); top is
+// robin unless ref sets loadbalance) and the reference settings ref (with
+// its timeout); top is
 // prepended to the consumer's config.
 func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft.App, func(ctx context.Context, s string) (string, error)) {
 	t.Helper()
@@ -55,6 +56,9 @@ func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft
 		t.Cleanup(func() { app.Stop(context.Background()) })
 		nodes, urls = append(nodes, n), append(urls, proto+"://"+addr)
 	}
+	if !strings.Contains(ref, "loadbalance:") {
+		ref = ", loadbalance: roundrobin" + ref
+	}
 	var c struct {
 		Who func(ctx context.Context, s string) (string, error)
 	}
@@ -62,7 +66,7 @@ func sickCluster(t *testing.T, proto, ref string, top ...string) ([]*sick, *weft
 		weft.WithConfig(weft.ConfigYAML(strings.Join(top, "\n")+fmt.Sprintf(`
 consumer:
   references:
-    node: {interface: org.weft.Node, url: "%s", retries: 2, loadbalance: roundrobin%s}
+    node: {interface: org.weft.Node, url: "%s", retries: 2%s}
 `, strings.Join(urls, ";"), ref))))
 	if err != nil {
 		t.Fatal(err)

@@ -126,8 +126,8 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	if !l.Acquire(start) {
 		f.shed.Add(1)
 		return kernel.Result{}, &kernel.Error{Code: kernel.CodeLimitExceeded, Cause: ErrShed,
-			Msg: fmt.Sprintf("%s: provider %s method %s runs %d calls, its adaptive limit (%s) is %d; retry on another provider, or add providers",
-				ShedMessage, u.ServiceKey(), inv.Method, l.Inflight(), u.MethodParam(inv.Method, KeyLimiter), l.Limit())}
+			Msg: fmt.Sprintf("provider %s method %s runs %d calls, its adaptive limit (%s) is %d; retry on another provider, or add providers",
+				u.ServiceKey(), inv.Method, l.Inflight(), u.MethodParam(inv.Method, KeyLimiter), l.Limit())}
 	}
 	res, err := next.Invoke(ctx, inv)
 	canceled := errors.Is(err, context.Canceled)
