@@ -170,7 +170,7 @@ consumer:
 		{`/invoke?greeter.sayHello(%22%22)`, 500, "empty name"},
 		{`/invoke?greeter.sayHello(oops)`, 500, "arguments: invalid character"},
 		{`/invoke?nobody.sayHello()`, 404, `no service matches "nobody"`},
-		{`/ls`, 200, "metrics > context > exception > executelimit > timeout"},
+		{`/ls`, 200, "metrics > profiler-server > context > exception > executelimit > timeout"},
 		{`/ls`, 200, "metrics > consumercontext > activelimit"},
 	} {
 		if code, body := get(c.path); code != c.code || !strings.Contains(body, c.body) {
