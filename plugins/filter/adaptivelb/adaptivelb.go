@@ -18,6 +18,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -151,10 +152,13 @@ func (l *loadAverage) report(now time.Time) string {
 		l.bits.Store(floatBits(v))
 		l.at.Store(ns)
 	}
-	b := make([]byte, 0, 48)
-	b = append(b, "curTime:"...)
-	b = strconv.AppendInt(b, now.UnixMilli(), 10)
-	b = append(b, ",load:"...)
-	b = strconv.AppendFloat(b, bitsFloat(l.bits.Load()), 'f', -1, 64)
-	return string(b)
+	// One allocation: the digits go straight into the builder's buffer.
+	var num [32]byte
+	var b strings.Builder
+	b.Grow(48)
+	b.WriteString("curTime:")
+	b.Write(strconv.AppendInt(num[:0], now.UnixMilli(), 10))
+	b.WriteString(",load:")
+	b.Write(strconv.AppendFloat(num[:0], bitsFloat(l.bits.Load()), 'f', -1, 64))
+	return b.String()
 }

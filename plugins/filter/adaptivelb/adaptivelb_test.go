@@ -154,3 +154,12 @@ func TestReadLoadAverage(t *testing.T) {
 		t.Fatalf("load average on Linux: %v, %v", v, ok)
 	}
 }
+
+func TestReportAllocatesOnce(t *testing.T) {
+	l := newLoadAverage(func() (float64, bool) { return 0.37, true })
+	now := time.Now()
+	l.report(now)
+	if n := testing.AllocsPerRun(100, func() { l.report(now) }); n != 1 {
+		t.Fatalf("%v allocations per report, want 1", n)
+	}
+}
