@@ -18,24 +18,13 @@ import (
 // flight, success ratio).
 const Adaptive = "adaptive"
 
-// The attachments of the two load reports weft reads and writes, spelled
-// as their models spell them so that Java and dubbo-go peers take part.
+// The report keys, as cluster code has long named them.
 const (
-	// KeyAdaptiveLoad is Java's ADAPTIVE_LOADBALANCE_ATTACHMENT_KEY: a
-	// request carrying it (any non-empty value; Java sends
-	// AdaptiveLoadRequest) asks for the provider's load, which comes back
-	// under the same key as "curTime:<epoch ms>,load:<load average ×
-	// 100 / CPUs>".
-	KeyAdaptiveLoad     = "lb_adaptive"
-	AdaptiveLoadRequest = "mem,load"
-	// dubbo-go's adaptive service: a request with KeyAdaptiveService "1"
-	// asks a provider running a concurrency limiter (the padasvc filter)
-	// how many more calls it would take now (KeyAdaptiveRemaining) and
-	// how many it runs (KeyAdaptiveInflight), as decimal strings. p2c
-	// balances on them.
-	KeyAdaptiveService   = "adaptive-service.enabled"
-	KeyAdaptiveRemaining = "adaptive-service.remaining"
-	KeyAdaptiveInflight  = "adaptive-service.inflight"
+	KeyAdaptiveLoad      = extension.KeyAdaptiveLoad
+	AdaptiveLoadRequest  = extension.AdaptiveLoadRequest
+	KeyAdaptiveService   = extension.KeyAdaptiveService
+	KeyAdaptiveRemaining = extension.KeyAdaptiveRemaining
+	KeyAdaptiveInflight  = extension.KeyAdaptiveInflight
 )
 
 // maxAdaptiveEntries bounds what AdaptiveMetrics keeps: providers that
@@ -57,6 +46,8 @@ type AdaptiveMetrics struct {
 	entries map[string]*adaptiveEntry
 	now     func() time.Time // tests
 }
+
+var _ extension.LoadReports = (*AdaptiveMetrics)(nil)
 
 // NewAdaptiveMetrics returns an empty store.
 func NewAdaptiveMetrics() *AdaptiveMetrics {

@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
@@ -38,7 +37,7 @@ const (
 // the call's.
 func Activation() *kernel.Activate {
 	return &kernel.Activate{Groups: []string{kernel.GroupConsumer},
-		Keys: []string{kernel.KeyLoadBalance + ":" + cluster.Adaptive, kernel.KeyLoadBalance + ":" + cluster.P2C}, Order: -200000}
+		Keys: []string{kernel.KeyLoadBalance + ":" + adaptiveLB, kernel.KeyLoadBalance + ":" + p2cLB}, Order: -200000}
 }
 
 // ProviderActivation: every provider, as Java's; a call that does not ask
@@ -48,21 +47,28 @@ func ProviderActivation() *kernel.Activate {
 }
 
 // New returns the consumer filter, which keeps what it learns in m.
-func New(m *cluster.AdaptiveMetrics) extension.Filter { return &consumer{m: m} }
+func New(m extension.LoadReports) extension.Filter { return &consumer{m: m} }
 
-type consumer struct{ m *cluster.AdaptiveMetrics }
+type consumer struct{ m extension.LoadReports }
+
+// The balancers' names (cluster.Adaptive, cluster.P2C): the filter works
+// for them.
+const (
+	adaptiveLB = "adaptive"
+	p2cLB      = "p2c"
+)
 
 func (f *consumer) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
 	u := next.URL()
 	switch u.MethodParam(inv.Method, kernel.KeyLoadBalance) {
-	case cluster.Adaptive:
+	case adaptiveLB:
 		key := u.String()
-		inv.SetAttachment(cluster.KeyAdaptiveLoad, cluster.AdaptiveLoadRequest)
+		inv.SetAttachment(extension.KeyAdaptiveLoad, extension.AdaptiveLoadRequest)
 		f.m.Picked(key)
 		start := time.Now()
 		res, err := next.Invoke(ctx, inv)
-		report, _ := res.Attachments[cluster.KeyAdaptiveLoad].(string)
-		delete(res.Attachments, cluster.KeyAdaptiveLoad)
+		report, _ := res.Attachments[extension.KeyAdaptiveLoad].(string)
+		delete(res.Attachments, extension.KeyAdaptiveLoad)
 		// An answer, even a business error, is a success for the
 		// balancer, as Java's onResponse; no answer is an error.
 		if err != nil && kernel.CodeOf(err) != kernel.CodeBiz {
@@ -71,15 +77,15 @@ func (f *consumer) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.
 			f.m.Answered(key, report, time.Since(start))
 		}
 		return res, err
-	case cluster.P2C:
-		inv.SetAttachment(cluster.KeyAdaptiveService, "1")
+	case p2cLB:
+		inv.SetAttachment(extension.KeyAdaptiveService, "1")
 		res, err := next.Invoke(ctx, inv)
-		if rem, ok := number(res.Attachments[cluster.KeyAdaptiveRemaining]); ok {
-			inflight, _ := number(res.Attachments[cluster.KeyAdaptiveInflight])
+		if rem, ok := number(res.Attachments[extension.KeyAdaptiveRemaining]); ok {
+			inflight, _ := number(res.Attachments[extension.KeyAdaptiveInflight])
 			f.m.SetRemaining(u.String(), inv.Method, rem, inflight)
 		}
-		delete(res.Attachments, cluster.KeyAdaptiveRemaining)
-		delete(res.Attachments, cluster.KeyAdaptiveInflight)
+		delete(res.Attachments, extension.KeyAdaptiveRemaining)
+		delete(res.Attachments, extension.KeyAdaptiveInflight)
 		return res, err
 	}
 	return next.Invoke(ctx, inv)
@@ -108,7 +114,7 @@ func NewProvider() extension.Filter { return &provider{load: newLoadAverage(read
 type provider struct{ load *loadAverage }
 
 func (f *provider) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.Invocation) (kernel.Result, error) {
-	if inv.AttachmentString(cluster.KeyAdaptiveLoad) == "" {
+	if inv.AttachmentString(extension.KeyAdaptiveLoad) == "" {
 		return next.Invoke(ctx, inv)
 	}
 	res, err := next.Invoke(ctx, inv)
@@ -118,7 +124,7 @@ func (f *provider) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.
 		if res.Attachments == nil {
 			res.Attachments = map[string]any{}
 		}
-		res.Attachments[cluster.KeyAdaptiveLoad] = f.load.report(time.Now())
+		res.Attachments[extension.KeyAdaptiveLoad] = f.load.report(time.Now())
 	}
 	return res, err
 }

@@ -9,9 +9,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftrpc/weft/cluster"
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
+
+// reports records what the filter tells the balancers' store.
+type reports struct {
+	picked, failed []string
+	answered       []string // provider + " " + report
+	remaining      map[string]int64
+}
+
+func (r *reports) Picked(p string) { r.picked = append(r.picked, p) }
+func (r *reports) Failed(p string) { r.failed = append(r.failed, p) }
+func (r *reports) Answered(p, report string, rt time.Duration) {
+	r.answered = append(r.answered, p+" "+report)
+}
+func (r *reports) SetRemaining(p, method string, remaining, inflight int64) {
+	if r.remaining == nil {
+		r.remaining = map[string]int64{}
+	}
+	r.remaining[p+" "+method] = remaining
+}
 
 type next struct {
 	url     *kernel.URL
@@ -25,8 +44,8 @@ func (n *next) URL() *kernel.URL  { return n.url }
 func (n *next) IsAvailable() bool { return true }
 func (n *next) Destroy()          {}
 func (n *next) Invoke(_ context.Context, inv *kernel.Invocation) (kernel.Result, error) {
-	n.gotLoad = inv.AttachmentString(cluster.KeyAdaptiveLoad)
-	n.gotSvc = inv.AttachmentString(cluster.KeyAdaptiveService)
+	n.gotLoad = inv.AttachmentString(extension.KeyAdaptiveLoad)
+	n.gotSvc = inv.AttachmentString(extension.KeyAdaptiveService)
 	m := map[string]any{}
 	for k, v := range n.reply {
 		m[k] = v
@@ -38,10 +57,11 @@ func (n *next) Invoke(_ context.Context, inv *kernel.Invocation) (kernel.Result,
 // Double.toString) is read into the metrics the adaptive balancer uses,
 // and stripped from what the application sees.
 func TestConsumerReadsJavaReport(t *testing.T) {
-	m := cluster.NewAdaptiveMetrics()
+	m := &reports{}
 	f := New(m)
 	u := kernel.MustParseURL("dubbo://10.0.0.1:20880/org.apache.dubbo.demo.DemoService?loadbalance=adaptive")
-	n := &next{url: u, reply: map[string]any{cluster.KeyAdaptiveLoad: "curTime:" + strconv.FormatInt(time.Now().UnixMilli(), 10) + ",load:37.5", "other": "kept"}}
+	report := "curTime:" + strconv.FormatInt(time.Now().UnixMilli(), 10) + ",load:37.5"
+	n := &next{url: u, reply: map[string]any{extension.KeyAdaptiveLoad: report, "other": "kept"}}
 	res, err := f.Invoke(context.Background(), n, &kernel.Invocation{Method: "sayHello"})
 	if err != nil {
 		t.Fatal(err)
@@ -49,23 +69,28 @@ func TestConsumerReadsJavaReport(t *testing.T) {
 	if n.gotLoad != "mem,load" {
 		t.Fatalf("request asked with %q, want Java's \"mem,load\"", n.gotLoad)
 	}
-	if _, left := res.Attachments[cluster.KeyAdaptiveLoad]; left || res.Attachments["other"] != "kept" {
+	if _, left := res.Attachments[extension.KeyAdaptiveLoad]; left || res.Attachments["other"] != "kept" {
 		t.Fatalf("attachments the application sees: %v", res.Attachments)
 	}
-	// Load 37.5 read: with one call answered the load is 37.5 × (√ewma + 1)
-	// × 1 / (0.5·100 + 1) > 0; without the report it would be 0.
-	if got := m.Load(u.String(), 100, 1000); got <= 0 {
-		t.Fatalf("load %v after a report of 37.5", got)
+	// The report reaches the store as Java wrote it (cluster's tests
+	// read it: TestAdaptiveReportsAsJavaWritesThem).
+	if len(m.picked) != 1 || len(m.answered) != 1 || m.answered[0] != u.String()+" "+report || len(m.failed) != 0 {
+		t.Fatalf("store heard picked %v, answered %v, failed %v", m.picked, m.answered, m.failed)
+	}
+	n.err = kernel.Errorf(kernel.CodeTimeout, "late")
+	f.Invoke(context.Background(), n, &kernel.Invocation{Method: "sayHello"})
+	if len(m.failed) != 1 {
+		t.Fatalf("a timeout was not counted failed: %v", m.failed)
 	}
 }
 
 func TestConsumerP2CReadsRemaining(t *testing.T) {
-	m := cluster.NewAdaptiveMetrics()
+	m := &reports{}
 	f := New(m)
 	u := kernel.MustParseURL("tri://10.0.0.1:50051/S?loadbalance=p2c")
 	// dubbo-go sends decimal strings; over Triple a header may come as a
 	// list of one.
-	n := &next{url: u, reply: map[string]any{cluster.KeyAdaptiveRemaining: []string{"7"}, cluster.KeyAdaptiveInflight: "3"}}
+	n := &next{url: u, reply: map[string]any{extension.KeyAdaptiveRemaining: []string{"7"}, extension.KeyAdaptiveInflight: "3"}}
 	res, err := f.Invoke(context.Background(), n, &kernel.Invocation{Method: "m"})
 	if err != nil {
 		t.Fatal(err)
@@ -76,13 +101,13 @@ func TestConsumerP2CReadsRemaining(t *testing.T) {
 	if len(res.Attachments) != 0 {
 		t.Fatalf("report left for the application: %v", res.Attachments)
 	}
-	if r, ok := m.Remaining(u.String(), "m"); !ok || r != 7 {
+	if r, ok := m.remaining[u.String()+" m"]; !ok || r != 7 {
 		t.Fatalf("remaining %d, %v; want 7", r, ok)
 	}
 }
 
 func TestConsumerOtherBalancersPassThrough(t *testing.T) {
-	f := New(cluster.NewAdaptiveMetrics())
+	f := New(&reports{})
 	n := &next{url: kernel.MustParseURL("dubbo://10.0.0.1:20880/S?loadbalance=random&m.loadbalance=adaptive")}
 	if _, err := f.Invoke(context.Background(), n, &kernel.Invocation{Method: "x"}); err != nil || n.gotLoad != "" || n.gotSvc != "" {
 		t.Fatalf("random: asked for reports (%q, %q), err %v", n.gotLoad, n.gotSvc, err)
@@ -106,13 +131,13 @@ func TestProviderReportsAsJava(t *testing.T) {
 		t.Fatalf("unasked: %v, %v", res.Attachments, err)
 	}
 	inv := &kernel.Invocation{Method: "m"}
-	inv.SetAttachment(cluster.KeyAdaptiveLoad, "mem,load")
+	inv.SetAttachment(extension.KeyAdaptiveLoad, "mem,load")
 	before := time.Now().UnixMilli()
 	res, err = f.Invoke(context.Background(), n, inv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, _ := res.Attachments[cluster.KeyAdaptiveLoad].(string)
+	rep, _ := res.Attachments[extension.KeyAdaptiveLoad].(string)
 	g := javaReport.FindStringSubmatch(rep)
 	if g == nil {
 		t.Fatalf("report %q is not in Java's format", rep)
@@ -124,11 +149,11 @@ func TestProviderReportsAsJava(t *testing.T) {
 	}
 	// A framework failure gets no report, a business error does.
 	n.err = kernel.Errorf(kernel.CodeNetwork, "down")
-	if res, _ = f.Invoke(context.Background(), n, inv); res.Attachments[cluster.KeyAdaptiveLoad] != nil {
+	if res, _ = f.Invoke(context.Background(), n, inv); res.Attachments[extension.KeyAdaptiveLoad] != nil {
 		t.Fatal("a framework failure carried a report")
 	}
 	n.err = kernel.BizError(context.DeadlineExceeded)
-	if res, _ = f.Invoke(context.Background(), n, inv); res.Attachments[cluster.KeyAdaptiveLoad] == nil {
+	if res, _ = f.Invoke(context.Background(), n, inv); res.Attachments[extension.KeyAdaptiveLoad] == nil {
 		t.Fatal("a business error carried no report")
 	}
 }

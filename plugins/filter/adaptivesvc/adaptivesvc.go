@@ -31,7 +31,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
@@ -132,12 +131,12 @@ func (f *Filter) Invoke(ctx context.Context, next kernel.Invoker, inv *kernel.In
 	res, err := next.Invoke(ctx, inv)
 	canceled := errors.Is(err, context.Canceled)
 	l.Release(start, f.now(), !canceled)
-	if inv.AttachmentString(cluster.KeyAdaptiveService) == "1" {
+	if inv.AttachmentString(extension.KeyAdaptiveService) == "1" {
 		if res.Attachments == nil {
 			res.Attachments = map[string]any{}
 		}
-		res.Attachments[cluster.KeyAdaptiveRemaining] = strconv.FormatInt(l.Remaining(), 10)
-		res.Attachments[cluster.KeyAdaptiveInflight] = strconv.FormatInt(l.Inflight(), 10)
+		res.Attachments[extension.KeyAdaptiveRemaining] = strconv.FormatInt(l.Remaining(), 10)
+		res.Attachments[extension.KeyAdaptiveInflight] = strconv.FormatInt(l.Inflight(), 10)
 	}
 	return res, err
 }

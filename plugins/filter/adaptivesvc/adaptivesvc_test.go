@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftrpc/weft/cluster"
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -235,12 +235,12 @@ func TestFilterShedsAndReports(t *testing.T) {
 		t.Fatalf("%d shed, %d reached the service, Shed() %d; want 1, 2, 1 (limit 2 while measuring minRTT)", shed, next.calls, f.Shed())
 	}
 	inv := &kernel.Invocation{Method: "sayHello"}
-	inv.SetAttachment(cluster.KeyAdaptiveService, "1")
+	inv.SetAttachment(extension.KeyAdaptiveService, "1")
 	res, err := f.Invoke(context.Background(), next, inv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Attachments[cluster.KeyAdaptiveRemaining] != "2" || res.Attachments[cluster.KeyAdaptiveInflight] != "0" {
+	if res.Attachments[extension.KeyAdaptiveRemaining] != "2" || res.Attachments[extension.KeyAdaptiveInflight] != "0" {
 		t.Fatalf("report %v, want remaining 2, inflight 0", res.Attachments)
 	}
 	var seen int
