@@ -153,6 +153,13 @@ type Registry struct {
 	// (Dubbo's subscribe). Both default to true.
 	Register  *bool `koanf:"register"`
 	Subscribe *bool `koanf:"subscribe"`
+	// Zone, Preferred and Weight are Dubbo's RegistryConfig keys that the
+	// zone-aware cluster of a reference subscribed in several registries
+	// reads: the registry's zone, "always use this registry first", and
+	// its share of the calls when none is preferred (default 100).
+	Zone      string `koanf:"zone"`
+	Preferred bool   `koanf:"preferred"`
+	Weight    int    `koanf:"weight"`
 }
 
 // Method overrides settings for one method (`methods.<name>.*`).
@@ -165,6 +172,9 @@ type Method struct {
 	Mock        string `koanf:"mock"`
 	Sticky      bool   `koanf:"sticky"`
 	Forks       int    `koanf:"forks"`
+	// Merger is Dubbo's merger: how a reference of several groups merges
+	// their answers (cluster.KeyMerger).
+	Merger string `koanf:"merger"`
 	// Return false makes the method's calls one-way.
 	Return *bool `koanf:"return"`
 	// Params and Returns declare, with Java type names, a method of a
@@ -345,6 +355,9 @@ type Reference struct {
 	Filter      string `koanf:"filter"`
 	Mock        string `koanf:"mock"`
 	Sticky      bool   `koanf:"sticky"`
+	// Merger is Dubbo's merger for a reference whose group is "*" or a
+	// list: how its groups' answers merge (cluster.KeyMerger).
+	Merger string `koanf:"merger"`
 	// Generic is Dubbo's generic reference (GenericService): each call is
 	// made as $invoke with its arguments in generic form (POJOs as maps),
 	// and its result comes back so; a caller needs no types of the service.
@@ -481,6 +494,10 @@ func (cfg *Config) Validate(set func(key string) bool) []error {
 		default:
 			errs = append(errs, fmt.Errorf("%s.transporter: unknown transporter %q (known: netty, netty4, both weft's transport-netty); set netty or remove the key", path, p.Transporter))
 		}
+	}
+
+	for id, r := range cfg.Registries {
+		check("registries."+id+".weight", r.Weight, ruleWeight)
 	}
 
 	pc := cfg.Provider

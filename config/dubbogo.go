@@ -14,7 +14,7 @@ import (
 // such a file runs as it is. What has a meaning in weft is kept with that
 // meaning (registries, protocols, services, references and their Dubbo
 // keys, the config center, the logger's level); keys weft does not support
-// are errors naming each one (dubbo.registries.demoZK.zone: ...), never
+// are errors naming each one (dubbo.registries.demoZK.simplified: ...), never
 // dropped in silence: a user must know that a setting does nothing.
 func FromDubboGo(tree map[string]any) (map[string]any, error) {
 	t := &dgTranslator{out: map[string]any{}}
@@ -233,6 +233,10 @@ func (t *dgTranslator) registry(at, id string, v any) {
 		// ttl is dubbo-go's own session setting; weft's registries keep
 		// theirs (ZooKeeper's session, Nacos' heartbeats).
 		"ttl": ignore,
+		// What the zone-aware cluster reads, as weft's keys.
+		"zone":      t.copyTo("registries." + id + ".zone"),
+		"weight":    t.copyTo("registries." + id + ".weight"),
+		"preferred": t.copyTo("registries." + id + ".preferred"),
 	})
 	if address == "" {
 		t.fail(at+".address", "missing: set the registry's host:port")

@@ -68,10 +68,23 @@ func TestFromDubboGoSamples(t *testing.T) {
 	}
 }
 
+// A registry's zone, weight and preferred are weft's keys.
+func TestFromDubboGoRegistryZone(t *testing.T) {
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(`dubbo: {registries: {r: {protocol: zookeeper, address: "h:1", zone: hz, weight: 3, preferred: true}}}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := FromDubboGoDoc(m)
+	r, _ := got["registries"].(map[string]any)["r"].(map[string]any)
+	if err != nil || r["zone"] != "hz" || r["weight"] != 3 || r["preferred"] != true {
+		t.Fatalf("%v %v", got, err)
+	}
+}
+
 // What weft cannot honour is named, each key once, never dropped.
 func TestFromDubboGoErrors(t *testing.T) {
 	for doc, want := range map[string]string{
-		`dubbo: {registries: {r: {protocol: zookeeper, address: "h:1", zone: a, weight: 3}}, tracing: {x: 1}}`:                                           "a dubbo-go config (dubbo: at the top): keys weft does not support: dubbo.tracing, dubbo.registries.r.weight, dubbo.registries.r.zone; remove them",
+		`dubbo: {registries: {r: {protocol: zookeeper, address: "h:1", simplified: true}}, tracing: {x: 1}}`:                                             "a dubbo-go config (dubbo: at the top): keys weft does not support: dubbo.tracing, dubbo.registries.r.simplified; remove them",
 		`dubbo: {consumer: {request-timeout: soon}}`:                                                                                                     `dubbo.consumer.request-timeout: "soon" is not a duration (3s, 500ms) or a number of ms`,
 		`dubbo: {registries: {a: {protocol: zookeeper, address: "h:1"}, b: {address: "nacos://h:2"}}, consumer: {registry-ids: [a]}}`:                    "dubbo.consumer.registry-ids: names 1 of the 2 registries",
 		`dubbo: {registries: {a: {protocol: zookeeper, address: "h:1", registry-type: interface}, b: {address: "nacos://h:2", registry-type: service}}}`: `dubbo.registries.b.registry-type: "service" differs from another registry's`,

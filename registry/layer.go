@@ -382,7 +382,9 @@ func (l *Layer) UnregisterAll(ctx context.Context) {
 type Subscription struct {
 	l        *Layer
 	consumer *kernel.URL
-	union    *union
+	// unions: one that merges every registry's list, or one per registry
+	// for a directory that keeps them apart (PerRegistry).
+	unions []*union
 	// registered: the consumer URL, per registry it was registered in.
 	registered map[string]*kernel.URL
 }
@@ -405,8 +407,18 @@ func (l *Layer) Directory(ctx context.Context, consumer *kernel.URL, routers []e
 	return rd
 }
 
+// PerRegistry is a directory that keeps each registry's providers apart
+// (cluster.RegistriesDirectory, under the zone-aware cluster): Subscribe
+// gives each registry's list to what Registry returns for its id, rather
+// than merging the registries' lists into one.
+type PerRegistry interface {
+	extension.NotifyListener
+	Registry(id string) extension.NotifyListener
+}
+
 // Subscribe subscribes consumer in every registry, their lists merged into
-// dir. The consumer URL is registered in every registry (category
+// dir, or each registry's list given to its own part of dir when dir is a
+// PerRegistry. The consumer URL is registered in every registry (category
 // consumers) unless it says register=false; a registry that does not keep
 // consumers ignores it. On error nothing stays subscribed.
 func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extension.NotifyListener) (*Subscription, error) {
@@ -415,23 +427,44 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 		return nil, err
 	}
 	s := &Subscription{l: l, consumer: consumer, registered: map[string]*kernel.URL{}}
-	s.union = &union{dir: dir, parts: map[string][]*kernel.URL{}, events: l.events, preferInstances: step == ApplicationFirst, starting: true}
+	pr, apart := dir.(PerRegistry)
+	newUnion := func(to extension.NotifyListener) *union {
+		u := &union{dir: to, parts: map[string][]*kernel.URL{}, events: l.events, preferInstances: step == ApplicationFirst, starting: true}
+		s.unions = append(s.unions, u)
+		return u
+	}
+	var all *union
 	for _, id := range l.ids {
 		if l.noSubscribe[id] {
 			continue
 		}
+		u := all
+		if apart {
+			to := pr.Registry(id)
+			if to == nil {
+				continue
+			}
+			u = newUnion(to)
+		} else if u == nil {
+			all = newUnion(dir)
+			u = all
+		}
 		if reg := l.regs[id]; reg != nil && step != ForceApplication {
-			s.union.members = append(s.union.members, unionMember{id: id, reg: reg})
+			u.members = append(u.members, unionMember{id: id, reg: reg})
 		}
 		if ir := l.insts[id]; ir != nil && step != ForceInterface {
-			s.union.members = append(s.union.members, unionMember{id: id, instance: true, reg: ir})
+			u.members = append(u.members, unionMember{id: id, instance: true, reg: ir})
 		}
 	}
-	if len(s.union.members) == 0 && len(l.ids) > 0 && len(l.noSubscribe) > 0 && allTrue(l.noSubscribe) {
+	members := 0
+	for _, u := range s.unions {
+		members += len(u.members)
+	}
+	if members == 0 && len(l.ids) > 0 && len(l.noSubscribe) > 0 && allTrue(l.noSubscribe) {
 		return nil, fmt.Errorf("every registry (%s) has subscribe: false: there is nowhere to find providers of %s; let one subscribe, or give the reference url:",
 			strings.Join(l.ids, ", "), consumer.ServiceKey())
 	}
-	if len(s.union.members) == 0 && len(l.ids) > 0 {
+	if members == 0 && len(l.ids) > 0 {
 		level, other := "interface", ApplicationFirst
 		if step == ForceApplication {
 			level, other = "application", ForceInterface
@@ -439,18 +472,22 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 		return nil, fmt.Errorf("migration step %s: none of the registries (%s) has %s-level discovery; use %s or a registry that has",
 			step, strings.Join(l.ids, ", "), level, other)
 	}
-	for i, m := range s.union.members {
-		err := m.reg.Subscribe(ctx, consumer, s.union.member(i))
-		if f := l.events.Subscribed; f != nil {
-			f(err)
+	for _, u := range s.unions {
+		for i, m := range u.members {
+			err := m.reg.Subscribe(ctx, consumer, u.member(i))
+			if f := l.events.Subscribed; f != nil {
+				f(err)
+			}
+			if err != nil {
+				s.close(ctx)
+				return nil, fmt.Errorf("subscribe in registries.%s (%s level): %w", m.id, m.level(), err)
+			}
+			u.subscribed = append(u.subscribed, i)
 		}
-		if err != nil {
-			s.close(ctx)
-			return nil, fmt.Errorf("subscribe in registries.%s (%s level): %w", m.id, m.level(), err)
-		}
-		s.union.subscribed = append(s.union.subscribed, i)
 	}
-	s.union.start()
+	for _, u := range s.unions {
+		u.start()
+	}
 	if consumer.ParamBool(KeyRegister, true) {
 		cu := ConsumerURL(consumer)
 		for _, id := range l.ids {
@@ -476,8 +513,20 @@ func (l *Layer) Subscribe(ctx context.Context, consumer *kernel.URL, dir extensi
 // reference's new settings, after a config-center change), starting with
 // the providers known now: no new subscription, and the new directory is
 // never empty while the old one was not. The caller destroys the old
-// directory's invoker once its calls are done.
-func (s *Subscription) Retarget(dir extension.NotifyListener) { s.union.retarget(dir) }
+// directory's invoker once its calls are done. A subscription that kept
+// its registries apart feeds each registry's part of dir (PerRegistry).
+func (s *Subscription) Retarget(dir extension.NotifyListener) {
+	pr, apart := dir.(PerRegistry)
+	for _, u := range s.unions {
+		to := dir
+		if apart && len(u.members) > 0 {
+			if to = pr.Registry(u.members[0].id); to == nil {
+				continue
+			}
+		}
+		u.retarget(to)
+	}
+}
 
 // Close unsubscribes from every registry and unregisters the consumer URL.
 func (s *Subscription) Close(ctx context.Context) {
@@ -494,13 +543,15 @@ func (s *Subscription) Close(ctx context.Context) {
 }
 
 func (s *Subscription) close(ctx context.Context) {
-	for _, i := range s.union.subscribed {
-		m := s.union.members[i]
-		if err := m.reg.Unsubscribe(ctx, s.consumer, s.union.member(i)); err != nil {
-			s.l.log.Warn("weft: unsubscribe", "registry", m.id, "level", m.level(), "service", s.consumer.ServiceKey(), "err", err)
+	for _, u := range s.unions {
+		for _, i := range u.subscribed {
+			m := u.members[i]
+			if err := m.reg.Unsubscribe(ctx, s.consumer, u.member(i)); err != nil {
+				s.l.log.Warn("weft: unsubscribe", "registry", m.id, "level", m.level(), "service", s.consumer.ServiceKey(), "err", err)
+			}
 		}
+		u.subscribed = nil
 	}
-	s.union.subscribed = nil
 	for id, cu := range s.registered {
 		if err := s.l.regs[id].Unregister(ctx, cu); err != nil {
 			s.l.log.Warn("weft: unregister consumer", "registry", id, "url", cu.String(), "err", err)

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 	"github.com/weftrpc/weft/plugins/registry/embedded"
@@ -220,6 +221,65 @@ func TestSubscribeUnionOfRegistries(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, rd2, "127.0.0.1:20003")
+}
+
+// A directory that keeps registries apart (zone-aware's) gets each
+// registry's list in that registry's part only, and a retarget keeps them
+// apart; inside a registry, a reference of several groups splits the list
+// by group.
+func TestSubscribePerRegistry(t *testing.T) {
+	ctx := context.Background()
+	l, recs := open(t, 2)
+	defer l.Close(ctx)
+	c := consumer(map[string]string{kernel.KeyGroup: "*"})
+	newDir := func() (*cluster.RegistriesDirectory, map[string]*cluster.GroupDirectory) {
+		groups := map[string]*cluster.GroupDirectory{}
+		rd, err := cluster.NewRegistriesDirectory(c, quiet, []string{"a", "b"}, func(id string) (cluster.Part, error) {
+			gd := cluster.NewGroupDirectory(c, quiet, func(g string) (cluster.Part, error) {
+				d := l.Directory(ctx, c.WithParam(kernel.KeyGroup, g), nil, refer)
+				return cluster.Part{Dir: d, Invoker: invoker{d.URL()}}, nil
+			})
+			groups[id] = gd
+			return cluster.Part{Dir: gd, Invoker: invoker{c.WithParam("registry", id)}}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd, groups
+	}
+	rd, groups := newDir()
+	sub, err := l.Subscribe(ctx, c, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(ctx)
+	if err := recs["a"].Registry.Register(ctx, provider(20001, map[string]string{kernel.KeyGroup: "g1"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := recs["a"].Registry.Register(ctx, provider(20002, map[string]string{kernel.KeyGroup: "g2"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := recs["b"].Registry.Register(ctx, provider(20003, map[string]string{kernel.KeyGroup: "g1"})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, groups["a"], "127.0.0.1:20001", "127.0.0.1:20002")
+	waitFor(t, groups["b"], "127.0.0.1:20003")
+	waitFor(t, rd, "127.0.0.1:20001", "127.0.0.1:20002", "127.0.0.1:20003")
+	parts, _ := groups["a"].List(ctx, kernel.NewInvocation("m"))
+	if len(parts) != 2 || parts[0].URL().Param(kernel.KeyGroup) != "g1" || parts[1].URL().Param(kernel.KeyGroup) != "g2" {
+		t.Fatalf("registry a's groups: %v", parts)
+	}
+	for _, iv := range groups["a"].Invokers() {
+		if g := iv.URL().Param(kernel.KeyGroup); g != "g1" && g != "g2" {
+			t.Errorf("provider %s has group %q: it keeps its own, not the consumer's *", iv.URL().Address(), g)
+		}
+	}
+	rd2, groups2 := newDir()
+	sub.Retarget(rd2)
+	if got := addrs(groups2["b"]); !equal(got, []string{"127.0.0.1:20003"}) {
+		t.Fatalf("retargeted: registry b's part holds %v", got)
+	}
+	rd.Destroy()
 }
 
 // The order of a provider's life in its registries: registered after

@@ -148,11 +148,13 @@ func Clusters(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) []Ext
 	}{
 		{cluster.Failover, cluster.NewFailover}, {cluster.Failfast, cluster.NewFailfast}, {cluster.Failsafe, cluster.NewFailsafe},
 		{cluster.Failback, cluster.NewFailback}, {cluster.Forking, cluster.NewForking}, {cluster.Broadcast, cluster.NewBroadcast},
-		{cluster.Available, cluster.NewAvailable}, {cluster.Hedging, cluster.NewHedging},
+		{cluster.Available, cluster.NewAvailable}, {cluster.Hedging, cluster.NewHedging}, {cluster.ZoneAware, cluster.NewZoneAware},
 	} {
 		out = append(out, Ext[extension.Cluster]{Name: c.name, New: func() (extension.Cluster, error) { return c.new(lbs, log), nil }})
 	}
-	return out
+	// Merges the groups of a reference of several; a program with mergers
+	// of its own provides another (cluster.NewMergeable).
+	return append(out, Ext[extension.Cluster]{Name: cluster.Mergeable, New: func() (extension.Cluster, error) { return cluster.NewMergeable(log, nil), nil }})
 }
 
 // LoadBalances are Dubbo's balancers and p2c; those that read calls in

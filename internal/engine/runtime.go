@@ -360,6 +360,7 @@ func (rt *Runtime) buildReferences(c *checks) {
 		for m, mc := range rc.Methods {
 			c.name(path+".methods."+m+".loadbalance", mc.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
 		}
+		c.errs = append(c.errs, rt.checkMerger(path, rc, firstString(rc.Cluster, rt.cfg.Consumer.Cluster))...)
 		if err := registry.CheckModes("", rc.MigrationStep); err != nil {
 			c.fail(path+".migration_step", err)
 		}
@@ -599,6 +600,7 @@ func (rt *Runtime) buildReference(cfg *config.Config, id string, rc config.Refer
 	}
 	set(params, kernel.KeyCluster, firstString(rc.Cluster, cc.Cluster))
 	set(params, cluster.KeyMock, rc.Mock)
+	set(params, cluster.KeyMerger, rc.Merger)
 	if rc.Generic {
 		params[KeyGeneric] = "true"
 	}
@@ -1047,10 +1049,10 @@ func targetAddrs(ts []*kernel.URL) []string {
 	return addrs
 }
 
-// join builds r's invoker: its directory (static, or a RegistryDirectory rd
-// that the caller connects to the registries), routers, cluster and
+// join builds r's invoker: its directory (static, or one rd that the
+// caller connects to the registries: see discovery), routers, cluster and
 // cluster-scoped filters. It sets r.dir.
-func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, rd *cluster.RegistryDirectory, err error) {
+func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, rd cluster.PartDirectory, err error) {
 	// One consumer list, split by scope: cluster-scoped filters run once per
 	// call before routing; the others around each provider's invoker.
 	chain, err := rt.filters.Activate(r.url, kernel.KeyReferenceFilter, kernel.GroupConsumer)
@@ -1064,7 +1066,9 @@ func (rt *Runtime) join(ctx context.Context, r *reference) (iv kernel.Invoker, r
 	}
 	var dir extension.Directory
 	if r.discover {
-		rd = rt.layer.Directory(ctx, r.url, r.routers, rt.referOne)
+		if rd, cl, err = rt.discovery(ctx, r, cl); err != nil {
+			return nil, nil, err
+		}
 		dir, r.dir = rd, rd
 	} else {
 		var invokers []kernel.Invoker
@@ -1223,6 +1227,7 @@ func setMethods(params map[string]string, methods map[string]config.Method) {
 			params[m+"."+cluster.KeySticky] = "true"
 		}
 		setInt(params, m+"."+cluster.KeyForks, mc.Forks)
+		set(params, m+"."+cluster.KeyMerger, mc.Merger)
 		if mc.Return != nil {
 			params[m+".return"] = strconv.FormatBool(*mc.Return)
 		}
