@@ -33,7 +33,7 @@ func groupFor[T any]() (string, bool) {
 	switch any(zero).(type) {
 	case *extension.Protocol, *extension.Filter, *extension.Cluster, *extension.LoadBalance, *extension.RouterFactory,
 		*extension.RegistryFactory, *extension.ServiceDiscoveryFactory, *extension.DynamicConfigurationFactory,
-		*tracing.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool:
+		*tracing.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool, *extension.Merger:
 		return `group:"weft.` + strings.ToLower(reflect.TypeFor[T]().Name()) + `"`, true
 	}
 	return "", false
@@ -175,6 +175,7 @@ func loaders() fx.Option {
 		loader[extension.Cluster]("cluster", extension.DefaultCluster),
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),
 		loader[extension.RouterFactory]("router", extension.DefaultRouter),
+		loader[extension.Merger]("merger", ""), // none built in: the mergeable cluster has Java's
 		loader[extension.RegistryFactory]("registry", extension.DefaultRegistry),
 		// Application-level discovery, by the same names as the
 		// registries that have it.

@@ -75,6 +75,7 @@ type runtimeIn struct {
 	Discoveries    *kernel.Loader[extension.ServiceDiscoveryFactory]
 	Serializations *kernel.Loader[extension.Serialization]
 	ThreadPools    *kernel.Loader[extension.ThreadPool]
+	Mergers        *kernel.Loader[extension.Merger]
 	Center         *configcenter.Center
 	Wasm           engine.WasmSet
 	Observer       *observe.Observer
@@ -84,7 +85,7 @@ func newRuntime(in runtimeIn) (*engine.Runtime, error) {
 	return engine.New(engine.Deps{Config: in.Config, Bindings: in.Bindings, Log: in.Log,
 		Protocols: in.Protocols, Filters: in.Filters, Clusters: in.Clusters, LoadBalances: in.LoadBalances,
 		Routers: in.Routers, Registries: in.Registries, Discoveries: in.Discoveries,
-		Serializations: in.Serializations, ThreadPools: in.ThreadPools,
+		Serializations: in.Serializations, ThreadPools: in.ThreadPools, Mergers: in.Mergers,
 		Center: in.Center, Wasm: in.Wasm, Observer: in.Observer})
 }
 

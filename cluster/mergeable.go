@@ -32,40 +32,11 @@ type MergeableCluster struct {
 }
 
 // NewMergeable returns the mergeable cluster; mergers are those `merger`
-// may name besides the built-in ones (nil: none). A program that needs its
-// own provides a mergeable cluster made with them under a name of its own
-// and names it in the reference's `cluster` (see GroupMerger).
+// may name besides the built-in ones (an App's Loader of extension.Merger;
+// nil: none).
 func NewMergeable(log *slog.Logger, mergers Mergers) *MergeableCluster {
 	return &MergeableCluster{log: log, mergers: mergers}
 }
-
-// GroupMerger is a cluster that joins the groups of a reference of several
-// groups: one made by NewMergeable. The engine joins such a reference's
-// groups with the reference's `cluster` when it is one, else with the
-// built-in mergeable, and checks `merger` against its Mergers.
-type GroupMerger interface {
-	extension.Cluster
-	Mergers() Mergers
-}
-
-var _ GroupMerger = (*MergeableCluster)(nil)
-
-// AsGroupMerger reports whether c, under its wrappers, is a GroupMerger.
-func AsGroupMerger(c extension.Cluster) (GroupMerger, bool) {
-	for {
-		if g, ok := c.(GroupMerger); ok {
-			return g, true
-		}
-		w, ok := c.(interface{ Unwrap() extension.Cluster })
-		if !ok {
-			return nil, false
-		}
-		c = w.Unwrap()
-	}
-}
-
-// Mergers returns the cluster's own mergers.
-func (m *MergeableCluster) Mergers() Mergers { return m.mergers }
 
 // Join returns the invoker that calls every invoker dir lists.
 func (m *MergeableCluster) Join(dir extension.Directory) (kernel.Invoker, error) {

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/weftrpc/weft/extension"
 	"github.com/weftrpc/weft/kernel"
 )
 
@@ -29,16 +31,12 @@ import (
 //	                              `.merge`; weft also tries it with its
 //	                              first letter upper-cased, as Go exports
 //	                              it): a.Merge(b), then with c, ...
-//	NAME                          a merger of the cluster's own
-//	                              (NewMergeable's mergers)
+//	NAME                          an extension.Merger of that name
+//	                              (a plugin's: Java's Merger SPI)
 const KeyMerger = "merger"
 
-// Merger merges the answers of a call made to several groups (Java's
-// Merger SPI). It gets two or more answers as the protocol decoded them,
-// none nil, in the order of their groups' names.
-type Merger interface {
-	Merge(answers []any) (any, error)
-}
+// Merger is extension.Merger.
+type Merger = extension.Merger
 
 // MergerFunc is a function that is a Merger.
 type MergerFunc func(answers []any) (any, error)
@@ -46,8 +44,29 @@ type MergerFunc func(answers []any) (any, error)
 // Merge calls f.
 func (f MergerFunc) Merge(answers []any) (any, error) { return f(answers) }
 
-// Mergers are mergers by the name `merger` gives them.
-type Mergers map[string]Merger
+// Mergers finds the mergers `merger` may name besides the built-in ones:
+// an App's kernel.Loader of extension.Merger, or a MergerMap.
+type Mergers interface {
+	Has(name string) bool
+	Get(name string) (extension.Merger, error)
+	Names() []string
+}
+
+// MergerMap is Mergers in a map.
+type MergerMap map[string]Merger
+
+func (m MergerMap) Has(name string) bool { return m[name] != nil }
+
+func (m MergerMap) Get(name string) (extension.Merger, error) {
+	if mg := m[name]; mg != nil {
+		return mg, nil
+	}
+	return nil, fmt.Errorf("no merger %q", name)
+}
+
+func (m MergerMap) Names() []string { return slices.Sorted(maps.Keys(m)) }
+
+func has(mergers Mergers, name string) bool { return mergers != nil && mergers.Has(name) }
 
 // noMerger reports whether a `merger` value asks for no merge (Java's
 // ConfigUtils.isEmpty).
@@ -76,8 +95,8 @@ func MergerNames(mergers Mergers) []string {
 	for n := range builtinMergers {
 		names = append(names, n)
 	}
-	for n := range mergers {
-		names = append(names, n)
+	if mergers != nil {
+		names = append(names, mergers.Names()...)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
@@ -87,7 +106,7 @@ func MergerNames(mergers Mergers) []string {
 // names it could take.
 func CheckMerger(spec string, mergers Mergers) error {
 	spec = strings.TrimSpace(spec)
-	if noMerger(spec) || byType(spec) || builtinMergers[spec] != nil || mergers[spec] != nil {
+	if noMerger(spec) || byType(spec) || builtinMergers[spec] != nil || has(mergers, spec) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(spec, "."); ok {
@@ -107,7 +126,11 @@ func CheckMerger(spec string, mergers Mergers) error {
 // the result is a kernel.Decodable that decodes each and merges them.
 func Merge(spec string, answers []any, mergers Mergers) (any, error) {
 	spec = strings.TrimSpace(spec)
-	if m := mergers[spec]; m != nil {
+	if has(mergers, spec) {
+		m, err := mergers.Get(spec)
+		if err != nil {
+			return nil, kernel.Errorf(kernel.CodeUnknown, "merger %q: %v", spec, err)
+		}
 		vals := slices.DeleteFunc(slices.Clone(answers), func(v any) bool { return v == nil })
 		if len(vals) < 2 {
 			return first(vals), nil

@@ -82,7 +82,7 @@ func TestMergerErrorsSayWhy(t *testing.T) {
 
 // Java's test SPIs intsum and intfirst, as mergers of the program's own.
 func TestCustomMergers(t *testing.T) {
-	mergers := Mergers{
+	mergers := MergerMap{
 		"intsum": MergerFunc(func(answers []any) (any, error) {
 			sum := int32(0)
 			for _, a := range answers {

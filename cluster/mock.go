@@ -40,9 +40,6 @@ type mockCluster struct {
 	fallbacks Fallbacks
 }
 
-// Unwrap is the cluster wrapped, for what asks what it is (AsGroupMerger).
-func (m *mockCluster) Unwrap() extension.Cluster { return m.inner }
-
 func (m *mockCluster) Join(dir extension.Directory) (kernel.Invoker, error) {
 	iv, err := m.inner.Join(dir)
 	if err != nil {

@@ -58,6 +58,16 @@ type InvokerLister interface {
 	Invokers() []kernel.Invoker
 }
 
+// Merger merges the answers of a call made to several provider groups
+// (Java Dubbo's Merger SPI): a reference's `merger: NAME` chooses one by
+// name for the mergeable cluster. It gets two or more answers as the
+// protocol decoded them, none nil, in the order of their groups' names.
+// The built-in mergers (by type, Java's by name, `.method`) are the
+// mergeable cluster's own; extensions add others.
+type Merger interface {
+	Merge(answers []any) (any, error)
+}
+
 // OutcomeObserver is a Directory that hears how each call to one of its
 // invokers ended: cluster strategies tell it after every try, and its
 // outlier detection ejects a provider whose calls keep failing.

@@ -88,8 +88,8 @@ protocols: {%s: {port: 0}}
 provider: {services: {menus: {interface: org.weft.Menus, group: %s}}}
 `, reg, proto, g), weft.WithService("menus", groups[g]))
 	}
-	// A cluster of the program's own with a merger by name (Java's Merger
-	// SPI): it sums the groups' totals.
+	// A merger of the program's own, by name (Java's Merger SPI): it sums
+	// the groups' totals.
 	sum := cluster.MergerFunc(func(answers []any) (any, error) {
 		var n int64
 		for _, a := range answers {
@@ -101,9 +101,7 @@ provider: {services: {menus: {interface: org.weft.Menus, group: %s}}}
 		}
 		return n, nil
 	})
-	plugin := weft.NewPlugin("menus", weft.Provide("menus", func(h weft.Host) (extension.Cluster, error) {
-		return cluster.NewMergeable(h.Log, cluster.Mergers{"sum": sum}), nil
-	}, nil))
+	plugin := weft.NewPlugin("menus", weft.Provide("sum", func(weft.Host) (extension.Merger, error) { return sum, nil }, nil))
 	var logs syncBuffer
 	var all, listed menusClient
 	startApp(t, fmt.Sprintf(`
@@ -117,7 +115,7 @@ consumer:
       group: "*"
       merger: true
       methods: {menu: {merger: .merge}, pick: {merger: "false"}}
-    listed: {interface: org.weft.Menus, protocol: %s, group: "a,b,c", cluster: menus, methods: {total: {merger: sum}}}
+    listed: {interface: org.weft.Menus, protocol: %s, group: "a,b,c", methods: {total: {merger: sum}}}
 `, reg, proto, proto), weft.WithReference("all", &all), weft.WithReference("listed", &listed),
 		weft.WithPlugins(plugin), weft.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 

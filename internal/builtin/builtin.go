@@ -139,8 +139,8 @@ func Discoveries(log *slog.Logger) []Ext[extension.ServiceDiscoveryFactory] {
 }
 
 // Clusters are Dubbo's fault-tolerance strategies over the App's load
-// balancers.
-func Clusters(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) []Ext[extension.Cluster] {
+// balancers, and the mergeable cluster with the App's mergers.
+func Clusters(lbs *kernel.Loader[extension.LoadBalance], mergers *kernel.Loader[extension.Merger], log *slog.Logger) []Ext[extension.Cluster] {
 	var out []Ext[extension.Cluster]
 	for _, c := range []struct {
 		name string
@@ -152,9 +152,9 @@ func Clusters(lbs *kernel.Loader[extension.LoadBalance], log *slog.Logger) []Ext
 	} {
 		out = append(out, Ext[extension.Cluster]{Name: c.name, New: func() (extension.Cluster, error) { return c.new(lbs, log), nil }})
 	}
-	// Merges the groups of a reference of several; a program with mergers
-	// of its own provides another (cluster.NewMergeable).
-	return append(out, Ext[extension.Cluster]{Name: cluster.Mergeable, New: func() (extension.Cluster, error) { return cluster.NewMergeable(log, nil), nil }})
+	// Merges the groups of a reference of several, with the built-in
+	// mergers and the plugins' (extension.Merger by name).
+	return append(out, Ext[extension.Cluster]{Name: cluster.Mergeable, New: func() (extension.Cluster, error) { return cluster.NewMergeable(log, mergers), nil }})
 }
 
 // LoadBalances are Dubbo's balancers and p2c; those that read calls in

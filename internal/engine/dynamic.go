@@ -370,7 +370,7 @@ func checkReference(rt *Runtime, cfg *config.Config, path string, rc config.Refe
 	if n := firstString(rc.Cluster, cfg.Consumer.Cluster); n != "" && !rt.clusters.Has(n) {
 		check(path+".cluster", &kernel.UnknownError{Point: "cluster", Name: n, Known: rt.clusters.Names()})
 	}
-	errs = append(errs, rt.checkMerger(path, rc, firstString(rc.Cluster, cfg.Consumer.Cluster))...)
+	errs = append(errs, rt.checkMerger(path, rc)...)
 	lbs := map[string]string{path + ".loadbalance": firstString(rc.LoadBalance, cfg.Consumer.LoadBalance)}
 	for m, mc := range rc.Methods {
 		lbs[path+".methods."+m+".loadbalance"] = mc.LoadBalance

@@ -35,18 +35,18 @@ func (rt *Runtime) subscribing() []string {
 	return ids
 }
 
-// groupClusters are the cluster that merges a reference's groups and the
-// cluster of each group: the reference's cluster when it merges groups (a
-// cluster.GroupMerger a program provides with mergers of its own), each
-// group then the default cluster; else the built-in mergeable, each group
-// the reference's cluster.
-func (rt *Runtime) groupClusters(cl extension.Cluster) (outer, inner extension.Cluster, err error) {
-	if _, ok := cluster.AsGroupMerger(cl); ok {
-		inner, err = rt.clusters.Default()
-		return cl, inner, err
+// groupClusters are the cluster that merges a reference's groups (the
+// mergeable cluster) and the cluster of each group: the reference's, or
+// the default when the reference names mergeable itself.
+func (rt *Runtime) groupClusters(u *kernel.URL, cl extension.Cluster) (outer, inner extension.Cluster, err error) {
+	if outer, err = rt.clusters.Get(cluster.Mergeable); err != nil {
+		return nil, nil, err
 	}
-	outer, err = rt.clusters.Get(cluster.Mergeable)
-	return outer, cl, err
+	if u.Param(kernel.KeyCluster) == cluster.Mergeable {
+		inner, err = rt.clusters.Default()
+		return outer, inner, err
+	}
+	return outer, cl, nil
 }
 
 // discovery is a discovering reference's directory, which the registries
@@ -83,7 +83,7 @@ func (rt *Runtime) groups(ctx context.Context, r *reference, u *kernel.URL, cl e
 	if !multiGroup(r.url.Param(kernel.KeyGroup)) {
 		return rt.layer.Directory(ctx, u, r.routers, rt.referOne), cl, nil
 	}
-	outer, inner, err := rt.groupClusters(cl)
+	outer, inner, err := rt.groupClusters(r.url, cl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,20 +127,15 @@ func registryPartURL(u *kernel.URL, id string, rc config.Registry) *kernel.URL {
 }
 
 // checkMerger checks a reference's `merger` and its methods' against the
-// mergers of the cluster that would merge its groups; clusterName is the
-// reference's cluster (or consumer.cluster).
-func (rt *Runtime) checkMerger(path string, rc config.Reference, clusterName string) []error {
+// built-in mergers and the App's (extension.Merger by name).
+func (rt *Runtime) checkMerger(path string, rc config.Reference) []error {
 	specs := map[string]string{path + ".merger": rc.Merger}
 	for m, mc := range rc.Methods {
 		specs[path+".methods."+m+".merger"] = mc.Merger
 	}
 	var mergers cluster.Mergers
-	if clusterName != "" && rt.clusters.Has(clusterName) {
-		if c, err := rt.clusters.Get(clusterName); err == nil {
-			if g, ok := cluster.AsGroupMerger(c); ok {
-				mergers = g.Mergers()
-			}
-		}
+	if rt.mergers != nil {
+		mergers = rt.mergers
 	}
 	var errs []error
 	for _, at := range sortedKeys(specs) {

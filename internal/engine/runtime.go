@@ -46,6 +46,7 @@ type Runtime struct {
 	routers   *kernel.Loader[extension.RouterFactory]
 	regs      *kernel.Loader[extension.RegistryFactory]
 	sds       *kernel.Loader[extension.ServiceDiscoveryFactory]
+	mergers   *kernel.Loader[extension.Merger]
 
 	registryURLs map[string]*kernel.URL // id -> address
 	// layer is the registries and what is registered and subscribed in
@@ -157,6 +158,7 @@ type Deps struct {
 	Discoveries    *kernel.Loader[extension.ServiceDiscoveryFactory]
 	Serializations *kernel.Loader[extension.Serialization]
 	ThreadPools    *kernel.Loader[extension.ThreadPool]
+	Mergers        *kernel.Loader[extension.Merger]
 
 	Center   *configcenter.Center
 	Wasm     WasmSet
@@ -169,7 +171,7 @@ type Deps struct {
 func New(d Deps) (*Runtime, error) {
 	cfg, reg := d.Config, d.Bindings
 	rt := &Runtime{cfg: cfg, log: d.Log, protocols: d.Protocols, filters: d.Filters, clusters: d.Clusters, lbs: d.LoadBalances,
-		routers: d.Routers, regs: d.Registries, sds: d.Discoveries, registryURLs: map[string]*kernel.URL{},
+		routers: d.Routers, regs: d.Registries, sds: d.Discoveries, mergers: d.Mergers, registryURLs: map[string]*kernel.URL{},
 		refs: map[string]*reference{}, forwards: map[string]*atomic.Pointer[string]{}, reg: reg, cc: d.Center, wasm: d.Wasm, stopCh: make(chan struct{}), obs: d.Observer}
 	registerMetadataTypes()
 	c := &checks{d: d}
@@ -360,7 +362,7 @@ func (rt *Runtime) buildReferences(c *checks) {
 		for m, mc := range rc.Methods {
 			c.name(path+".methods."+m+".loadbalance", mc.LoadBalance, rt.lbs.Has, rt.lbs.Names, "loadbalance")
 		}
-		c.errs = append(c.errs, rt.checkMerger(path, rc, firstString(rc.Cluster, rt.cfg.Consumer.Cluster))...)
+		c.errs = append(c.errs, rt.checkMerger(path, rc)...)
 		if err := registry.CheckModes("", rc.MigrationStep); err != nil {
 			c.fail(path+".migration_step", err)
 		}
