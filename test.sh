@@ -27,7 +27,7 @@ step() {
 
 # The core first, then the opt-in integrations, the CLI and the end-to-end
 # tests, which import them.
-MODULES=". plugins/serialization/hessian2/oracle registry-nacos registry-zookeeper apps/weft test tracing-otlp"
+MODULES=". plugins/serialization/hessian2/oracle registry-nacos registry-zookeeper mesh-xds apps/weft test tracing-otlp"
 # -timeout 20m: test/ builds WASM guests of four toolchains and runs
 # Apps end to end; on a loaded machine (stress-ng --cpu 2) its binary has
 # gone past go test's default 10 minutes.

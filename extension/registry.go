@@ -41,6 +41,15 @@ type Registry interface {
 	Close() error
 }
 
+// RouterProvider is a Registry that also routes the calls of the
+// references it lists providers for: a service mesh's control plane sends
+// routes (which cluster of providers a call goes to, by method, header
+// and weight) beside the providers. The registry layer adds the router to
+// each such reference's chain; nil is no router.
+type RouterProvider interface {
+	Router(consumer *kernel.URL) (Router, error)
+}
+
 // NotifyListener receives full provider lists. An empty list means the
 // registry has none; what to do with it is the listener's decision.
 type NotifyListener interface {

@@ -407,6 +407,26 @@ func (l *Layer) Directory(ctx context.Context, consumer *kernel.URL, routers []e
 	return rd
 }
 
+// Routers are the routers the registries that route (a mesh's,
+// extension.RouterProvider) give consumer, in the order of their ids.
+func (l *Layer) Routers(consumer *kernel.URL) ([]extension.Router, error) {
+	var out []extension.Router
+	for _, id := range l.ids {
+		rp, ok := l.regs[id].(extension.RouterProvider)
+		if !ok || l.noSubscribe[id] {
+			continue
+		}
+		r, err := rp.Router(consumer)
+		if err != nil {
+			return nil, fmt.Errorf("registries.%s: %w", id, err)
+		}
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // PerRegistry is a directory that keeps each registry's providers apart
 // (cluster.RegistriesDirectory, under the zone-aware cluster): Subscribe
 // gives each registry's list to what Registry returns for its id, rather

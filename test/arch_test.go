@@ -33,6 +33,7 @@ func TestLayering(t *testing.T) {
 		"transport-netty":    {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
 		"registry-nacos":     {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
 		"registry-zookeeper": {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
+		"mesh-xds":           {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/"},
 		// The registry layer (Dubbo's RegistryProtocol) sees registries only
 		// through extension.Registry: no plugin of them.
 		"registry":     {"go.uber.org/fx", "go.uber.org/dig", "github.com/knadh/", "github.com/weftrpc/weft/plugins"},
@@ -74,6 +75,9 @@ func TestLayering(t *testing.T) {
 		"plugins":               {w + "kernel", w + "extension", w + "transport-netty", w + "proxy", w + "internal/exports", w + "plugins/serialization/hessian2"},
 		"registry-nacos":        {"github.com/weftrpc/weft", w + "kernel", w + "extension", w + "registry"},
 		"registry-zookeeper":    {"github.com/weftrpc/weft", w + "kernel", w + "extension", w + "registry"},
+		// The mesh's registry and router: a provider URL's keys are
+		// cluster's (protocols).
+		"mesh-xds": {"github.com/weftrpc/weft", w + "kernel", w + "extension", w + "cluster"},
 		// Rule documents build on cluster's routers and matchers; cluster
 		// knows no rule document (its list above has no governance).
 		"governance": {w + "kernel", w + "extension", w + "cluster", w + "registry"},

@@ -106,12 +106,14 @@ type service struct {
 type reference struct {
 	routers  []extension.Router
 	discover bool // providers come from the registries
-	check    bool // Dubbo's check: start only with a provider available
-	id       string
-	url      *kernel.URL   // consumer URL
-	targets  []*kernel.URL // providers to refer (merged with consumer params)
-	stubs    []any
-	invoker  atomic.Pointer[kernel.Invoker]
+	// registryRouted: the registries' routers (a mesh's) are in routers.
+	registryRouted bool
+	check          bool // Dubbo's check: start only with a provider available
+	id             string
+	url            *kernel.URL   // consumer URL
+	targets        []*kernel.URL // providers to refer (merged with consumer params)
+	stubs          []any
+	invoker        atomic.Pointer[kernel.Invoker]
 
 	// Set by refer: where new routers go, and the registries'
 	// subscription that feeds the directory of a discovering reference.
@@ -987,6 +989,15 @@ func (rt *Runtime) setOnline(ctx context.Context, ids map[string]bool, on bool) 
 }
 
 func (rt *Runtime) refer(ctx context.Context, r *reference) error {
+	if r.discover && !r.registryRouted {
+		// A mesh's routes, from registries that route: part of the
+		// reference's own chain, which governance rules add to.
+		extra, err := rt.layer.Routers(r.url)
+		if err != nil {
+			return err
+		}
+		r.routers, r.registryRouted = append(r.routers, extra...), true
+	}
 	iv, rd, err := rt.join(ctx, r)
 	if err != nil {
 		return err
