@@ -39,6 +39,10 @@ type Server struct {
 	// response is kept, not deleted (server feature
 	// ignore_resource_deletion, A53).
 	IgnoreResourceDeletion bool
+	// Delta: the incremental protocol (DeltaAggregatedResources) instead
+	// of the state of the world; a weft setting (the registry address's
+	// delta=true), as grpc-go has no delta.
+	Delta bool
 }
 
 // TLSFiles are the files of the "tls" channel credentials.

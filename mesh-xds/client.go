@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -91,11 +92,15 @@ type typeState struct {
 	version     string
 	nonce       string
 	send        bool   // a request is due
+	answer      bool   // it answers a response (ACK or NACK)
 	nack        string // the error_detail of the due request, "" for an ACK
 	watches     map[string]*watch
+	// Delta only: names to subscribe and unsubscribe in the next request.
+	subscribe, unsubscribe map[string]bool
 }
 
 type watch struct {
+	version  string // delta: the resource's version
 	value    any
 	has      bool
 	missing  bool // known not to exist
@@ -126,7 +131,8 @@ func NewClient(srv Server, node Node, log *slog.Logger) (*Client, error) {
 	c := &Client{srv: srv, node: nodeProto(node), log: log, conn: conn, types: map[string]*typeState{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, t := range resourceTypes() {
-		c.types[t.url] = &typeState{url: t.url, decode: t.decode, allRequired: t.allRequired, watches: map[string]*watch{}}
+		c.types[t.url] = &typeState{url: t.url, decode: t.decode, allRequired: t.allRequired, watches: map[string]*watch{},
+			subscribe: map[string]bool{}, unsubscribe: map[string]bool{}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -187,6 +193,8 @@ func (c *Client) Watch(typeURL, name string, fn func(v any, exists bool)) (cance
 		w = &watch{fns: map[int]func(any, bool){}}
 		t.watches[name] = w
 		t.send = true
+		t.subscribe[name] = true
+		delete(t.unsubscribe, name)
 		c.kickLocked()
 	}
 	id := c.nextID
@@ -210,6 +218,8 @@ func (c *Client) Watch(typeURL, name string, fn func(v any, exists bool)) (cance
 				}
 				delete(t.watches, name)
 				t.send = true
+				t.unsubscribe[name] = true
+				delete(t.subscribe, name)
 				c.kickLocked()
 			}
 		}
@@ -250,7 +260,11 @@ func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
 	failures := 0
 	for ctx.Err() == nil {
-		received, err := c.stream(ctx)
+		stream := c.stream
+		if c.srv.Delta {
+			stream = c.streamDelta
+		}
+		received, err := stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -294,50 +308,62 @@ func (c *Client) stream(ctx context.Context) (received bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	c.begin(false)
+	defer c.stopTimers()
+	return pump(sctx, cancel, func(ctx context.Context) error { return c.sender(ctx, st) }, func() error {
+		resp, err := st.Recv()
+		if err == nil {
+			c.handle(resp)
+		}
+		return err
+	})
+}
+
+// begin readies every type for a new stream: the nonce does not survive
+// it, the versions held do, and every name is asked again (in delta, all
+// subscribed afresh).
+func (c *Client) begin(delta bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.stats.Streams++
 	c.streaming = true
 	for _, t := range c.types {
-		// The nonce does not survive the stream; the version does, and
-		// every name is asked again.
-		t.nonce, t.nack = "", ""
+		t.nonce, t.nack, t.answer = "", "", false
+		if delta {
+			clear(t.unsubscribe)
+			clear(t.subscribe)
+			for name := range t.watches {
+				t.subscribe[name] = true
+			}
+		}
 		t.send = len(t.watches) > 0
 	}
 	c.kickLocked()
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.streaming = false
-		for _, t := range c.types {
-			for _, w := range t.watches {
-				if w.timer != nil {
-					w.timer.Stop()
-					w.timer = nil
-				}
-			}
-		}
-		c.mu.Unlock()
-	}()
+}
+
+// pump runs a stream's writer and its reader (read takes one response in)
+// until either fails, and says whether any response came.
+func pump(ctx context.Context, cancel func(), write func(context.Context) error, read func() error) (bool, error) {
+	var received atomic.Bool
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- c.sender(sctx, st) }()
+	go func() { sendErr <- write(ctx) }()
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
-			resp, err := st.Recv()
-			if err != nil {
+			if err := read(); err != nil {
 				recvErr <- err
 				return
 			}
-			received = true
-			c.handle(resp)
+			received.Store(true)
 		}
 	}()
+	var err error
 	select {
 	case err = <-recvErr:
 	case err = <-sendErr:
 	}
 	cancel()
-	return received, err
+	return received.Load(), err
 }
 
 // sender writes the requests that are due, one stream's only writer.
@@ -384,6 +410,7 @@ func (c *Client) due() []*discoveryv3.DiscoveryRequest {
 			req.ErrorDetail = &statuspb.Status{Code: int32(code.Code_INVALID_ARGUMENT), Message: t.nack}
 			t.nack = ""
 		}
+		t.answer = false
 		out = append(out, req)
 	}
 	return out
@@ -425,42 +452,77 @@ type notice struct {
 // handle takes a response in: decodes each resource, keeps the good ones,
 // and ACKs or NACKs it.
 func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) {
-	c.mu.Lock()
-	c.stats.Responses++
-	t := c.types[resp.GetTypeUrl()]
+	t := c.responseType(resp.GetTypeUrl())
 	if t == nil {
-		c.mu.Unlock()
-		// grpc-go's choice: no ACK or NACK for a type it never asked for.
-		c.log.Warn("weft: xds: resource type unknown in response from server; ignored", "type", resp.GetTypeUrl())
 		return
 	}
-	c.mu.Unlock()
-
-	var errs []string
-	decoded := map[string]any{}
-	seen := map[string]bool{}
-	if n := len(resp.GetResources()); n > maxResources {
-		errs = append(errs, fmt.Sprintf("top level errors: %d resources in one response, over weft's %d", n, maxResources))
-	} else {
-		for _, a := range resp.GetResources() {
-			name, v, err := decodeAny(t, a)
-			switch {
-			case err != nil && name == "":
-				errs = append(errs, "top level errors: "+err.Error())
-			case seen[name]:
-				errs = append(errs, fmt.Sprintf("resource %q: duplicate resource name in one response", name))
-				delete(decoded, name)
-			case err != nil:
-				errs = append(errs, fmt.Sprintf("resource %q: %v", name, err))
-				seen[name] = true
-			default:
-				seen[name] = true
-				decoded[name] = v
+	versions := map[string]string{}
+	decoded, seen, errs := decodeAll(t, resp.GetResources(), nil)
+	c.mu.Lock()
+	notices := c.applyLocked(t, decoded, versions)
+	if t.allRequired && !c.srv.IgnoreResourceDeletion && len(errs) == 0 {
+		for name, w := range t.watches {
+			if !seen[name] && w.has {
+				notices = append(notices, c.removeLocked(w))
 			}
 		}
 	}
+	t.nonce = resp.GetNonce()
+	if len(errs) == 0 {
+		t.version = resp.GetVersionInfo()
+	}
+	nack := c.answerLocked(t, errs)
+	c.mu.Unlock()
+	c.after(t, resp.GetVersionInfo(), resp.GetNonce(), nack, notices)
+}
 
+// responseType is the state of a response's type, nil (logged) for one
+// weft never asked for: grpc-go's choice, no ACK or NACK for it.
+func (c *Client) responseType(url string) *typeState {
 	c.mu.Lock()
+	c.stats.Responses++
+	t := c.types[url]
+	c.mu.Unlock()
+	if t == nil {
+		c.log.Warn("weft: xds: resource type unknown in response from server; ignored", "type", url)
+	}
+	return t
+}
+
+// decodeAll decodes a response's resources (names gives each one's name
+// when the response says it apart, as delta's does): the good ones by
+// name, the names seen, and an error per bad one.
+func decodeAll(t *typeState, resources []*anypb.Any, names []string) (decoded map[string]any, seen map[string]bool, errs []string) {
+	decoded, seen = map[string]any{}, map[string]bool{}
+	if n := len(resources); n > maxResources {
+		return decoded, seen, []string{fmt.Sprintf("top level errors: %d resources in one response, over weft's %d", n, maxResources)}
+	}
+	for i, a := range resources {
+		name, v, err := decodeAny(t, a)
+		if name == "" && names != nil {
+			name = names[i]
+		}
+		switch {
+		case err != nil && name == "":
+			errs = append(errs, "top level errors: "+err.Error())
+		case seen[name]:
+			errs = append(errs, fmt.Sprintf("resource %q: duplicate resource name in one response", name))
+			delete(decoded, name)
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("resource %q: %v", name, err))
+			seen[name] = true
+		default:
+			seen[name] = true
+			decoded[name] = v
+		}
+	}
+	return decoded, seen, errs
+}
+
+// applyLocked takes the good resources in: each one asked for is kept as
+// its resource's value (with its version, in delta), and its watchers
+// told if it changed.
+func (c *Client) applyLocked(t *typeState, decoded map[string]any, versions map[string]string) []notice {
 	var notices []notice
 	for name, v := range decoded {
 		w := t.watches[name]
@@ -472,35 +534,40 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) {
 			w.timer = nil
 		}
 		changed := !w.has || !equalResource(w.value, v)
-		w.value, w.has, w.missing = v, true, false
+		w.value, w.has, w.missing, w.version = v, true, false, versions[name]
 		if changed {
 			notices = append(notices, notice{collect(w), v, true})
 		}
 	}
-	if t.allRequired && !c.srv.IgnoreResourceDeletion && len(errs) == 0 {
-		for name, w := range t.watches {
-			if !seen[name] && w.has {
-				w.value, w.has, w.missing = nil, false, true
-				notices = append(notices, notice{collect(w), nil, false})
-			}
-		}
-	}
-	t.nonce = resp.GetNonce()
+	return notices
+}
+
+func (c *Client) removeLocked(w *watch) notice {
+	w.value, w.has, w.missing, w.version = nil, false, true, ""
+	return notice{collect(w), nil, false}
+}
+
+// answerLocked makes the ACK or NACK of a response due; it returns the
+// NACK's text, "" for an ACK.
+func (c *Client) answerLocked(t *typeState, errs []string) string {
 	if len(errs) == 0 {
-		t.version = resp.GetVersionInfo()
 		c.stats.ACKs++
+		t.nack = ""
 	} else {
 		t.nack = fmt.Sprintf("error parsing %q response: %s", shortType(t.url), strings.Join(errs, ";\n"))
 		c.stats.NACKs++
 		c.stats.LastNACK = t.nack
 	}
-	t.send = true
+	t.send, t.answer = true, true
 	c.kickLocked()
-	nack := t.nack
-	c.mu.Unlock()
+	return t.nack
+}
+
+// after logs a NACK and tells the watchers, outside the lock.
+func (c *Client) after(t *typeState, version, nonce, nack string, notices []notice) {
 	if nack != "" {
 		c.log.Warn("weft: xds: NACK: the management server sent a configuration weft cannot use; the last good one stays in force",
-			"type", t.url, "version", resp.GetVersionInfo(), "nonce", resp.GetNonce(), "reason", nack)
+			"type", t.url, "version", version, "nonce", nonce, "reason", nack)
 	}
 	for _, n := range notices {
 		for _, fn := range n.fns {

@@ -32,6 +32,9 @@ const (
 	KeyListener = "xds.listener"
 	// KeyBootstrap is the registry address's bootstrap file parameter.
 	KeyBootstrap = "bootstrap"
+	// KeyDelta on the registry address asks for the incremental protocol
+	// (delta xDS) rather than the state of the world.
+	KeyDelta = "delta"
 	// KeyNode is the registry address's node id when it names the server
 	// itself (default: weft~<ip>~<hostname>~default.svc.cluster.local,
 	// Istio's sidecar form).
@@ -54,7 +57,9 @@ func (f Factory) GetRegistry(u *kernel.URL) (extension.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewClient(b.Servers[0], b.Node, log)
+	srv := b.Servers[0]
+	srv.Delta = u.ParamBool(KeyDelta, false)
+	c, err := NewClient(srv, b.Node, log)
 	if err != nil {
 		return nil, err
 	}

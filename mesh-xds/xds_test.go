@@ -45,6 +45,7 @@ type controlPlane struct {
 	mu    sync.Mutex
 	nacks []string
 	reqs  atomic.Int64
+	delta atomic.Int64 // delta requests
 }
 
 const testNode = "weft-test"
@@ -62,12 +63,22 @@ func startControlPlane(t *testing.T, addr string) *controlPlane {
 	// ads false: the cache answers a request for some of a type's
 	// resources (go-control-plane's ADS mode waits for all of them).
 	cp.cache = cache.NewSnapshotCache(false, cache.IDHash{}, nil)
+	nacked := func(d interface{ GetMessage() string }) {
+		cp.mu.Lock()
+		cp.nacks = append(cp.nacks, d.GetMessage())
+		cp.mu.Unlock()
+	}
 	cb := server.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
 		cp.reqs.Add(1)
 		if d := req.GetErrorDetail(); d != nil {
-			cp.mu.Lock()
-			cp.nacks = append(cp.nacks, d.GetMessage())
-			cp.mu.Unlock()
+			nacked(d)
+		}
+		return nil
+	}, StreamDeltaRequestFunc: func(_ int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
+		cp.reqs.Add(1)
+		cp.delta.Add(1)
+		if d := req.GetErrorDetail(); d != nil {
+			nacked(d)
 		}
 		return nil
 	}}
@@ -274,16 +285,18 @@ type nodeClient struct {
 	Who func(ctx context.Context, s string) (string, error)
 }
 
-func startConsumer(t *testing.T, cpAddr string) *nodeClient {
+// startConsumer starts a consumer of org.weft.Node through the control
+// plane at cpAddr; query is added to the registry address (&delta=true).
+func startConsumer(t *testing.T, cpAddr string, query ...string) *nodeClient {
 	t.Helper()
 	var c nodeClient
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(Plugin()), weft.WithReference("node", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
-registries: {mesh: {address: "xds://%s?node=%s"}}
+registries: {mesh: {address: "xds://%s?node=%s%s"}}
 consumer:
   references:
     node: {interface: org.weft.Node, protocol: tri, provided_by: %q, timeout: 2000}
-`, cpAddr, testNode, target))))
+`, cpAddr, testNode, strings.Join(query, ""), target))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +368,13 @@ func (l *load) stop(t *testing.T) {
 // removed and added; fails over to the next priority's locality when the
 // first has none; keeps its last configuration while the control plane is
 // down and after it restarts; and keeps it when a bad snapshot is NACKed.
+// Over the state-of-the-world protocol and over delta xDS.
 func TestMeshDiscoveryUnderLoad(t *testing.T) {
+	t.Run("sotw", func(t *testing.T) { testMeshDiscovery(t, "") })
+	t.Run("delta", func(t *testing.T) { testMeshDiscovery(t, "&delta=true") })
+}
+
+func testMeshDiscovery(t *testing.T, query string) {
 	cp := startControlPlane(t, "")
 	a, aAddr, _ := startProvider(t, "a")
 	b, bAddr, _ := startProvider(t, "b")
@@ -366,7 +385,7 @@ func TestMeshDiscoveryUnderLoad(t *testing.T) {
 		cp.set(t, strconv.Itoa(v), snapshot(map[string]uint32{"echo": 1}, lb, eps))
 	}
 	set(endpoints("echo", []string{aAddr, bAddr}), clusterv3.Cluster_ROUND_ROBIN)
-	c := startConsumer(t, cp.addr)
+	c := startConsumer(t, cp.addr, query)
 	l := startLoad(8, c)
 	defer l.stop(t)
 	waitFor := func(what string, ok func(by map[string]int) bool) map[string]int {
@@ -437,6 +456,9 @@ func TestMeshDiscoveryUnderLoad(t *testing.T) {
 	}
 	by = waitFor("the old config in force after the NACK", func(by map[string]int) bool { return by["a"] == 0 && by["b"] > 0 })
 	t.Logf("after the NACK: %v; calls a=%d b=%d", by, a.calls.Load(), b.calls.Load())
+	if delta := cp.delta.Load() + cp2.delta.Load(); (query != "") != (delta > 0) {
+		t.Errorf("%d delta requests reached the control planes (query %q)", delta, query)
+	}
 }
 
 func TestParseBootstrap(t *testing.T) {
