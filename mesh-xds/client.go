@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -602,6 +601,3 @@ const resourceWrapperType = "type.googleapis.com/envoy.service.discovery.v3.Reso
 func shortType(url string) string {
 	return url[strings.LastIndexByte(url, '.')+1:]
 }
-
-// ErrClosed is returned by a closed client's operations.
-var ErrClosed = errors.New("xds: client closed")
