@@ -305,15 +305,11 @@ func (lb *adaptive) Select(invokers []kernel.Invoker, _ *kernel.URL, inv *kernel
 		return a
 	case lbb < la:
 		return b
-	case wa+wb == 0:
-		if rand.IntN(2) == 0 {
-			return a
-		}
-		return b
-	case rand.Int64N(wa+wb) < wa:
-		return a
 	}
-	return b
+	var tie tiePick
+	tie.add(a, wa)
+	tie.add(b, wb)
+	return tie.result()
 }
 
 // twoOf draws two distinct indices below n (n ≥ 2), in random order.
