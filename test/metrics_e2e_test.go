@@ -446,19 +446,7 @@ func BenchmarkMetricsEcho(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := cl.Echo(ctx, "hello"); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+			benchEchoParallel(b, ctx, cl.Echo)
 		})
 	}
 }

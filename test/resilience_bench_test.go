@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/weftrpc/weft"
 )
@@ -36,27 +35,6 @@ func BenchmarkResilienceEcho(b *testing.B) {
 		if _, err := cl.Echo(ctx, "warm"); err != nil {
 			b.Fatal(err)
 		}
-		b.Run(c.name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := cl.Echo(ctx, "hello"); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(c.name+"/parallel", func(b *testing.B) {
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := cl.Echo(ctx, "hello"); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
-		})
+		benchEcho(b, c.name, ctx, cl.Echo)
 	}
 }

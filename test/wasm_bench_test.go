@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/kernel"
@@ -45,19 +44,7 @@ func BenchmarkWasmEcho(b *testing.B) {
 			if _, err := cl.Echo(ctx, "warm"); err != nil {
 				b.Fatal(err)
 			}
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := cl.Echo(ctx, "hello"); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+			benchEchoParallel(b, ctx, cl.Echo)
 		})
 	}
 }
