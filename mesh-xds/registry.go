@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
@@ -63,7 +64,7 @@ func (f Factory) GetRegistry(u *kernel.URL) (extension.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{c: c, b: b, log: log, subs: map[extension.NotifyListener]*subscription{}}, nil
+	return &Registry{c: c, b: b, log: log, subs: map[extension.NotifyListener]*subscription{}, hosts: map[string]*atomic.Pointer[routeState]{}}, nil
 }
 
 // bootstrapOf is the registry address's bootstrap: its bootstrap file, or
@@ -112,6 +113,27 @@ type Registry struct {
 
 	mu   sync.Mutex
 	subs map[extension.NotifyListener]*subscription
+	// hosts are the routes in force per target, which the
+	// subscriptions set when a route configuration comes and the routers
+	// read on every call.
+	hosts map[string]*atomic.Pointer[routeState]
+}
+
+// routeState is a target's virtual host (nil: none matched the target)
+// in the last route configuration taken; a nil *routeState is none yet.
+type routeState struct{ vh *VirtualHost }
+
+// hostOf is target's routes in force, shared by its subscriptions and
+// routers.
+func (r *Registry) hostOf(target string) *atomic.Pointer[routeState] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.hosts[target]
+	if h == nil {
+		h = &atomic.Pointer[routeState]{}
+		r.hosts[target] = h
+	}
+	return h
 }
 
 var (
@@ -139,7 +161,7 @@ func (r *Registry) Subscribe(_ context.Context, consumer *kernel.URL, listener e
 			consumer.ServiceKey(), KeyListener)
 	}
 	s := &subscription{r: r, consumer: consumer, listener: listener, target: target,
-		clusters: map[string]*clusterWatch{}}
+		clusters: map[string]*clusterWatch{}, host: r.hostOf(target)}
 	r.mu.Lock()
 	r.subs[listener] = s
 	r.mu.Unlock()
@@ -187,7 +209,7 @@ type subscription struct {
 	cancelLDS func()
 	cancelRDS func()
 	rdsName   string
-	routes    *RouteConfig
+	host      *atomic.Pointer[routeState]
 	clusters  map[string]*clusterWatch
 	notified  string // the last list given, to skip repeats
 }
@@ -271,9 +293,10 @@ func (s *subscription) onRoutes(name string, v any, exists bool) {
 // setRoutesLocked takes a route configuration: the clusters of the
 // virtual host matching the target are watched, the others dropped.
 func (s *subscription) setRoutesLocked(rc *RouteConfig) {
-	s.routes = rc
+	vh := MatchVirtualHost(rc.VirtualHosts, s.target)
+	s.host.Store(&routeState{vh: vh})
 	want := map[string]bool{}
-	if vh := MatchVirtualHost(rc.VirtualHosts, s.target); vh != nil {
+	if vh != nil {
 		for _, rt := range vh.Routes {
 			for _, c := range rt.Clusters {
 				want[c.Name] = true
@@ -487,7 +510,7 @@ func (r *Registry) Router(consumer *kernel.URL) (extension.Router, error) {
 	if target == "" {
 		return nil, nil
 	}
-	return &router{reg: r, target: target}, nil
+	return &router{host: r.hostOf(target)}, nil
 }
 
 func targetOf(consumer *kernel.URL) string {
@@ -497,42 +520,22 @@ func targetOf(consumer *kernel.URL) string {
 	return consumer.Param("provided-by")
 }
 
-// routesFor is the route configuration a subscription to target holds
-// now, nil before one came.
-func (r *Registry) routesFor(target string) *RouteConfig {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.subs {
-		if s.target != target {
-			continue
-		}
-		s.mu.Lock()
-		rc := s.routes
-		s.mu.Unlock()
-		if rc != nil {
-			return rc
-		}
-	}
-	return nil
-}
-
 // RouterPriority is where the mesh's router runs in a reference's chain:
 // after the tag and condition rules an operator sets in weft.
 const RouterPriority = 1000
 
-type router struct {
-	reg    *Registry
-	target string
-}
+// router reads its target's routes in force: the virtual host was chosen
+// when they came, so a call only walks its routes.
+type router struct{ host *atomic.Pointer[routeState] }
 
 func (rt *router) Priority() int { return RouterPriority }
 
 func (rt *router) Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
-	rc := rt.reg.routesFor(rt.target)
-	if rc == nil {
+	st := rt.host.Load()
+	if st == nil {
 		return invokers // no routes yet: the providers listed
 	}
-	vh := MatchVirtualHost(rc.VirtualHosts, rt.target)
+	vh := st.vh
 	if vh == nil {
 		return nil // gRPC: "could not find VirtualHost"
 	}
