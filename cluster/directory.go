@@ -65,11 +65,38 @@ func (d *base) SetRouters(routers []extension.Router) { d.routers.SetRouters(rou
 
 // List returns the available invokers the routers allow for inv. It
 // allocates only when an invoker is unavailable or a router narrows the list.
+//
+// A list that comes out empty is made again from the directory's current
+// snapshot when a notification replaced it meanwhile: a call that loaded
+// the old snapshot just before a registry swapped every provider (a
+// priority failover, a rollout) finds the old invokers destroyed by the
+// time it checks them, while the new ones are up. Without this second look
+// such a call fails with "no provider" although providers are listed.
 func (d *base) List(_ context.Context, inv *kernel.Invocation) ([]kernel.Invoker, error) {
-	if d.destroyed.Load() {
-		return nil, kernel.Errorf(kernel.CodeNoProvider, "directory of %s is destroyed", d.url.ServiceKey())
+	for look := 0; ; look++ {
+		if d.destroyed.Load() {
+			return nil, kernel.Errorf(kernel.CodeNoProvider, "directory of %s is destroyed", d.url.ServiceKey())
+		}
+		snap := d.invokers.Load()
+		list := d.route(snap, inv)
+		// Bounded: a registry that swaps its list on every call must not
+		// hold the call here.
+		if len(list) > 0 || look == maxListLooks-1 || d.invokers.Load() == snap {
+			return list, nil
+		}
 	}
-	all := d.Invokers()
+}
+
+// maxListLooks bounds how often List looks again at a replaced snapshot.
+const maxListLooks = 3
+
+// route is List on one snapshot: its available invokers, less those
+// outlier detection holds out, through the routers.
+func (d *base) route(snap *[]kernel.Invoker, inv *kernel.Invocation) []kernel.Invoker {
+	var all []kernel.Invoker
+	if snap != nil {
+		all = *snap
+	}
 	list := all
 	for i, iv := range all {
 		if !iv.IsAvailable() {
@@ -85,7 +112,7 @@ func (d *base) List(_ context.Context, inv *kernel.Invocation) ([]kernel.Invoker
 	if d.outlier != nil {
 		list = d.outlier.in(list)
 	}
-	return d.routers.Route(list, d.url, inv), nil
+	return d.routers.Route(list, d.url, inv)
 }
 
 // IsAvailable reports whether any invoker is.

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weftrpc/weft/extension"
@@ -268,5 +271,39 @@ func TestRegistryDirectoryNotify(t *testing.T) {
 	dir.Destroy()
 	if referred[b.String()].destroyed != 1 || referred[c.String()].destroyed != 1 {
 		t.Fatal("Destroy left invokers alive")
+	}
+}
+
+// swapping is a provider whose first availability check is where a
+// registry replaces every provider (so it is destroyed by then), as a
+// call may see it under a priority failover.
+type swapping struct {
+	fakeInvoker
+	once      *sync.Once
+	swap      func()
+	destroyed atomic.Bool
+}
+
+func (s *swapping) IsAvailable() bool {
+	s.once.Do(s.swap)
+	return !s.destroyed.Load()
+}
+func (s *swapping) Destroy() { s.destroyed.Store(true) }
+
+// TestRegistryDirectoryListLooksAgainAfterASwap: a call that loaded the
+// provider list just before a notification replaced all of it gets the new
+// providers, not an empty list.
+func TestRegistryDirectoryListLooksAgainAfterASwap(t *testing.T) {
+	var dir *RegistryDirectory
+	once := &sync.Once{}
+	next := []*kernel.URL{kernel.MustParseURL("dubbo://c:1/S")}
+	refer := func(u *kernel.URL) (kernel.Invoker, error) {
+		return &swapping{fakeInvoker: fakeInvoker{url: u}, once: once, swap: func() { dir.Notify(next) }}, nil
+	}
+	dir = NewRegistryDirectory(kernel.MustParseURL("consumer://h/S"), refer, quiet)
+	dir.Notify([]*kernel.URL{kernel.MustParseURL("dubbo://a:1/S"), kernel.MustParseURL("dubbo://b:1/S")})
+	list, err := dir.List(context.Background(), kernel.NewInvocation("m"))
+	if err != nil || urlsOf(list) != "c:1" {
+		t.Fatalf("List after a swap under it: %s, %v; want the new provider c:1", urlsOf(list), err)
 	}
 }
