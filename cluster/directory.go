@@ -115,6 +115,12 @@ func (d *base) route(snap *[]kernel.Invoker, inv *kernel.Invocation) []kernel.In
 	return d.routers.Route(list, d.url, inv)
 }
 
+// CallPolicy is extension.PolicyDirectory: what the directory's routers
+// say of inv's deadline and retries.
+func (d *base) CallPolicy(inv *kernel.Invocation) *extension.CallPolicy {
+	return d.routers.CallPolicy(d.url, inv)
+}
+
 // IsAvailable reports whether any invoker is.
 func (d *base) IsAvailable() bool {
 	if d.destroyed.Load() {

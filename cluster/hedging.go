@@ -57,7 +57,7 @@ func hedging(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (ke
 	u := c.dir.URL()
 	most := int(u.MethodParamInt(inv.Method, KeyHedgingMaxAttempts, DefaultHedgingMax))
 	most = max(1, min(most, len(invokers)))
-	timeout := c.timeout(inv.Method)
+	timeout := c.timeout(inv)
 	delay := c.hedgeDelay(u, inv.Method, timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel() // the slower attempts stop here

@@ -12,7 +12,15 @@ import (
 // of routers can be replaced at any time (rules pushed by a config center)
 // without locking the call path: calls read an immutable snapshot.
 type RouterChain struct {
-	routers atomic.Pointer[[]extension.Router]
+	chain atomic.Pointer[routerSet]
+}
+
+// routerSet is one snapshot of a chain: its routers in order, and those of
+// them that set call policies (extension.PolicyRouter), so that a chain
+// without any costs a call nothing to ask.
+type routerSet struct {
+	routers  []extension.Router
+	policies []extension.PolicyRouter
 }
 
 // NewRouterChain returns a chain of routers.
@@ -26,24 +34,44 @@ func NewRouterChain(routers ...extension.Router) *RouterChain {
 func (c *RouterChain) SetRouters(routers []extension.Router) {
 	rs := append([]extension.Router(nil), routers...)
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Priority() < rs[j].Priority() })
-	c.routers.Store(&rs)
+	set := &routerSet{routers: rs}
+	for _, r := range rs {
+		if p, ok := r.(extension.PolicyRouter); ok {
+			set.policies = append(set.policies, p)
+		}
+	}
+	c.chain.Store(set)
 }
 
 // Routers returns the current routers, in order.
-func (c *RouterChain) Routers() []extension.Router { return *c.routers.Load() }
+func (c *RouterChain) Routers() []extension.Router { return c.chain.Load().routers }
 
 // Route narrows invokers for one call.
 func (c *RouterChain) Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
 	if c == nil {
 		return invokers
 	}
-	for _, r := range *c.routers.Load() {
+	for _, r := range c.chain.Load().routers {
 		invokers = r.Route(invokers, url, inv)
 		if len(invokers) == 0 {
 			break
 		}
 	}
 	return invokers
+}
+
+// CallPolicy is the policy of the first router, in order, that sets one
+// for inv; nil: none.
+func (c *RouterChain) CallPolicy(url *kernel.URL, inv *kernel.Invocation) *extension.CallPolicy {
+	if c == nil {
+		return nil
+	}
+	for _, p := range c.chain.Load().policies {
+		if cp := p.CallPolicy(url, inv); cp != nil {
+			return cp
+		}
+	}
+	return nil
 }
 
 // Router kinds, the names of their factories.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ type strategy struct {
 func (s *strategy) Join(dir extension.Directory) (kernel.Invoker, error) {
 	c := &clusterInvoker{dir: dir, lbs: s.lbs, log: s.log, do: s.do, done: make(chan struct{})}
 	c.observer, _ = dir.(extension.OutcomeObserver)
+	c.policies, _ = dir.(extension.PolicyDirectory)
 	c.budget = newRetryBudget(dir.URL(), s.log)
 	if s.start != nil {
 		s.start(c)
@@ -110,6 +112,9 @@ type clusterInvoker struct {
 	// observer hears each try's outcome (the directory's outlier
 	// detection); nil when the directory does not listen.
 	observer extension.OutcomeObserver
+	// policies give a call its routers' deadline and retries (an xDS
+	// route's); nil when the directory has no routers that set them.
+	policies extension.PolicyDirectory
 	// budget caps the extra attempts (retries, forks, backups) at a share
 	// of the calls; nil: no budget.
 	budget *retryBudget
@@ -136,12 +141,40 @@ func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (ke
 		return kernel.Result{}, kernel.Errorf(kernel.CodeNoProvider, "reference to %s is destroyed", c.dir.URL().ServiceKey())
 	}
 	c.budget.call()
+	if c.policies != nil {
+		if p := c.policies.CallPolicy(inv); p != nil {
+			inv.SetAttribute(attrCallPolicy, p)
+			if _, stream := inv.Attribute(kernel.AttrStream); p.Timeout > 0 && !stream {
+				// The route's timeout bounds the whole call, retries
+				// and backoff included, as gRPC's method timeout does.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, p.Timeout)
+				defer cancel()
+			}
+		}
+	}
 	return c.do(ctx, c, inv)
 }
 
-// timeout is the method's `timeout`: what one try may take.
-func (c *clusterInvoker) timeout(method string) time.Duration {
-	return c.dir.URL().MethodTimeout(method, kernel.DefaultTimeoutMillis*time.Millisecond)
+// attrCallPolicy holds a call's *extension.CallPolicy, when its routers
+// set one, for the tries that follow.
+const attrCallPolicy = "weft.call.policy"
+
+// policyOf is inv's call policy; nil: none.
+func policyOf(inv *kernel.Invocation) *extension.CallPolicy {
+	if v, ok := inv.Attribute(attrCallPolicy); ok {
+		return v.(*extension.CallPolicy)
+	}
+	return nil
+}
+
+// timeout is what one try of inv may take: its route's timeout when a
+// router set one, else the method's `timeout`.
+func (c *clusterInvoker) timeout(inv *kernel.Invocation) time.Duration {
+	if p := policyOf(inv); p != nil && p.Timeout > 0 {
+		return p.Timeout
+	}
+	return c.dir.URL().MethodTimeout(inv.Method, kernel.DefaultTimeoutMillis*time.Millisecond)
 }
 
 // try makes one call on iv, bounded by `timeout` and by ctx. As in Dubbo,
@@ -155,7 +188,7 @@ func (c *clusterInvoker) try(ctx context.Context, iv kernel.Invoker, inv *kernel
 		// whole stream by the same `timeout`.
 		return iv.Invoke(ctx, inv)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv.Method))
+	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv))
 	defer cancel()
 	res, err := iv.Invoke(ctx, inv)
 	if c.observer != nil {
@@ -330,6 +363,12 @@ func available(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (
 func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (kernel.Result, error) {
 	u := c.dir.URL()
 	retries := u.MethodParamInt(inv.Method, kernel.KeyRetries, kernel.DefaultRetries)
+	retryable := kernel.Retryable
+	var rp *extension.RetryPolicy
+	if p := policyOf(inv); p != nil && p.Retry != nil {
+		rp = p.Retry
+		retries, retryable = int64(rp.Retries), rp.On
+	}
 	if retries < 0 {
 		retries = 0
 	}
@@ -347,6 +386,9 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 				err.Msg += " (no more: " + why + ")"
 				return kernel.Result{}, err
 			}
+			if rp != nil && !backoff(ctx, rp, attempt) {
+				break
+			}
 		}
 		invokers, err := c.list(ctx, inv)
 		if err != nil {
@@ -361,7 +403,7 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 		}
 		tried = append(tried, iv)
 		res, err := c.try(ctx, iv, inv)
-		if err == nil || !kernel.Retryable(err) {
+		if err == nil || !retryable(err) {
 			// Only a failure another provider could answer is retried
 			// (kernel.Retryable): a business error, a forbidden call, bad
 			// arguments or an unknown method would fail there too.
@@ -373,6 +415,27 @@ func failover(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (k
 		last = err
 	}
 	return kernel.Result{}, gaveUp(u, inv, "failover", tried, last)
+}
+
+// backoff waits before retry n of a call whose route has a retry policy,
+// as gRPC does: a random time below min(base·2^(n−1), max). It reports
+// false when the call's deadline comes first.
+func backoff(ctx context.Context, rp *extension.RetryPolicy, n int64) bool {
+	limit := rp.BackoffBase << min(n-1, 30)
+	if limit <= 0 || limit > rp.BackoffMax {
+		limit = rp.BackoffMax
+	}
+	if limit <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(rand.N(limit))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func gaveUp(u *kernel.URL, inv *kernel.Invocation, how string, tried []kernel.Invoker, last error) *kernel.Error {
@@ -419,7 +482,7 @@ func forking(ctx context.Context, c *clusterInvoker, inv *kernel.Invocation) (ke
 		}
 	}
 	// The forks run at once, so they share one timeout.
-	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv.Method))
+	ctx, cancel := context.WithTimeout(ctx, c.timeout(inv))
 	defer cancel() // the slower forks stop here
 	answers := make(chan answer, len(selected))
 	for _, iv := range selected {

@@ -2,6 +2,7 @@ package extension
 
 import (
 	"context"
+	"time"
 
 	"github.com/weftrpc/weft/kernel"
 )
@@ -81,6 +82,48 @@ type Router interface {
 	Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker
 	// Priority orders routers in a chain: lower runs first.
 	Priority() int
+}
+
+// CallPolicy is what a router's rules say of one call besides where it
+// goes: a deadline for the whole call and how to retry it, as an xDS
+// route's max_stream_duration and retry_policy do (gRFC A31, A44). The
+// cluster lays it over the reference's `timeout` and `retries`.
+type CallPolicy struct {
+	// Timeout bounds the whole call, its retries and their backoff
+	// included, and so each try; 0: the reference's `timeout` per try.
+	Timeout time.Duration
+	// Retry replaces the reference's `retries` and which failures are
+	// retried (failover only); nil: the reference's.
+	Retry *RetryPolicy
+}
+
+// RetryPolicy says which failed tries are tried again, how often, and how
+// long to wait first.
+type RetryPolicy struct {
+	// Retries is how many tries may follow the first.
+	Retries int
+	// On reports whether a try that failed with err is tried again.
+	On func(err error) bool
+	// BackoffBase and BackoffMax are gRPC's exponential backoff: retry n
+	// waits a random time below min(BackoffBase·2^(n−1), BackoffMax).
+	BackoffBase, BackoffMax time.Duration
+}
+
+// PolicyRouter is a Router whose rules also set a call's CallPolicy. The
+// cluster asks once per call, before the first try; the router may note on
+// the invocation (an attribute) what it chose, so that Route keeps to it
+// on every try, as gRPC keeps a call's route and cluster across retries.
+type PolicyRouter interface {
+	Router
+	// CallPolicy is inv's policy; nil: none.
+	CallPolicy(url *kernel.URL, inv *kernel.Invocation) *CallPolicy
+}
+
+// PolicyDirectory is a Directory whose routers may set a call's policy
+// (cluster's directories are ones): the first of its PolicyRouters, in
+// priority order, that has one for inv.
+type PolicyDirectory interface {
+	CallPolicy(inv *kernel.Invocation) *CallPolicy
 }
 
 // RouterFactory builds a Router from its URL, as Dubbo's RouterFactory does:

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
@@ -120,8 +121,59 @@ type Registry struct {
 }
 
 // routeState is a target's virtual host (nil: none matched the target)
-// in the last route configuration taken; a nil *routeState is none yet.
-type routeState struct{ vh *VirtualHost }
+// in the last route configuration taken, with each route's call policy
+// (nil: none) made once; a nil *routeState is none yet.
+type routeState struct {
+	vh       *VirtualHost
+	policies []*extension.CallPolicy
+}
+
+// newRouteState is vh's routes in force under a listener whose default
+// timeout is msd: each route's timeout (A31: the route's, else the
+// listener's) and retry policy (A44: the route's, else the virtual
+// host's) as the cluster applies them.
+func newRouteState(vh *VirtualHost, msd time.Duration) *routeState {
+	st := &routeState{vh: vh}
+	if vh == nil {
+		return st
+	}
+	st.policies = make([]*extension.CallPolicy, len(vh.Routes))
+	for i := range vh.Routes {
+		r := &vh.Routes[i]
+		timeout := msd
+		if r.HasTimeout {
+			timeout = r.Timeout
+		}
+		rc := r.Retry
+		if rc == nil {
+			rc = vh.Retry
+		}
+		if timeout == 0 && rc == nil {
+			continue
+		}
+		st.policies[i] = &extension.CallPolicy{Timeout: timeout, Retry: rc.policy()}
+	}
+	return st
+}
+
+// maxAttempts is gRPC's bound on a call's attempts, whatever a retry
+// policy says.
+const maxAttempts = 5
+
+// policy is the cluster's form of c: the statuses retried are gRPC's, of
+// the failure's weft code (kernel.GRPCStatus), as a gRPC client sees them.
+func (c *RetryConfig) policy() *extension.RetryPolicy {
+	if c == nil {
+		return nil
+	}
+	on := c.On
+	return &extension.RetryPolicy{
+		Retries:     int(min(c.NumRetries, maxAttempts-1)),
+		On:          func(err error) bool { return on[kernel.GRPCStatus(kernel.CodeOf(err))] },
+		BackoffBase: c.BackoffBase,
+		BackoffMax:  c.BackoffMax,
+	}
+}
 
 // hostOf is target's routes in force, shared by its subscriptions and
 // routers.
@@ -210,6 +262,8 @@ type subscription struct {
 	cancelRDS func()
 	rdsName   string
 	host      *atomic.Pointer[routeState]
+	routes    *RouteConfig  // the last route configuration taken
+	msd       time.Duration // the listener's default route timeout
 	clusters  map[string]*clusterWatch
 	notified  string // the last list given, to skip repeats
 }
@@ -258,6 +312,12 @@ func (s *subscription) onListener(v any, exists bool) {
 		return
 	}
 	l := v.(*Listener)
+	if l.MaxStreamDuration != s.msd {
+		s.msd = l.MaxStreamDuration
+		if s.routes != nil && l.Inline == nil {
+			s.host.Store(newRouteState(MatchVirtualHost(s.routes.VirtualHosts, s.target), s.msd))
+		}
+	}
 	if l.Inline != nil {
 		if s.cancelRDS != nil {
 			s.cancelRDS()
@@ -294,7 +354,8 @@ func (s *subscription) onRoutes(name string, v any, exists bool) {
 // virtual host matching the target are watched, the others dropped.
 func (s *subscription) setRoutesLocked(rc *RouteConfig) {
 	vh := MatchVirtualHost(rc.VirtualHosts, s.target)
-	s.host.Store(&routeState{vh: vh})
+	s.routes = rc
+	s.host.Store(newRouteState(vh, s.msd))
 	want := map[string]bool{}
 	if vh != nil {
 		for _, rt := range vh.Routes {
@@ -528,33 +589,65 @@ const RouterPriority = 1000
 // when they came, so a call only walks its routes.
 type router struct{ host *atomic.Pointer[routeState] }
 
+var _ extension.PolicyRouter = (*router)(nil)
+
+// attrPick holds the *WeightedCluster a call's route chose (a pointer into
+// the immutable routes: no allocation), so that every try of the call goes
+// to the same cluster, as gRPC keeps a call's cluster across retries.
+const attrPick = "weft.xds.pick"
+
 func (rt *router) Priority() int { return RouterPriority }
 
-func (rt *router) Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
+// CallPolicy chooses inv's route and cluster once per call and gives the
+// route's timeout and retry policy.
+func (rt *router) CallPolicy(url *kernel.URL, inv *kernel.Invocation) *extension.CallPolicy {
 	st := rt.host.Load()
-	if st == nil {
-		return invokers // no routes yet: the providers listed
+	if st == nil || st.vh == nil {
+		return nil
 	}
-	vh := st.vh
-	if vh == nil {
-		return nil // gRPC: "could not find VirtualHost"
+	i, wc := st.match(url, inv)
+	if wc == nil {
+		return nil
 	}
+	inv.SetAttribute(attrPick, wc)
+	return st.policies[i]
+}
+
+// match is the first route inv meets and the cluster it picks; nil: none
+// (gRPC: "no matched route was found").
+func (st *routeState) match(url *kernel.URL, inv *kernel.Invocation) (int, *WeightedCluster) {
 	path := "/" + url.Interface() + "/" + inv.Method
-	for i := range vh.Routes {
-		r := &vh.Routes[i]
-		if !r.matches(path, inv) {
-			continue
+	for i := range st.vh.Routes {
+		if r := &st.vh.Routes[i]; r.matches(path, inv) {
+			return i, r.pick()
 		}
-		name := r.pick()
-		var out []kernel.Invoker
-		for _, iv := range invokers {
-			if iv.URL().Param(KeyCluster) == name {
-				out = append(out, iv)
-			}
-		}
-		return out
 	}
-	return nil // gRPC: "no matched route was found"
+	return 0, nil
+}
+
+func (rt *router) Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
+	var wc *WeightedCluster
+	if v, ok := inv.Attribute(attrPick); ok {
+		wc = v.(*WeightedCluster)
+	} else {
+		st := rt.host.Load()
+		if st == nil {
+			return invokers // no routes yet: the providers listed
+		}
+		if st.vh == nil {
+			return nil // gRPC: "could not find VirtualHost"
+		}
+		if _, wc = st.match(url, inv); wc == nil {
+			return nil
+		}
+	}
+	var out []kernel.Invoker
+	for _, iv := range invokers {
+		if iv.URL().Param(KeyCluster) == wc.Name {
+			out = append(out, iv)
+		}
+	}
+	return out
 }
 
 // matches is A28's route match: path (prefix, exact or regex; case as the
@@ -613,20 +706,21 @@ func (h *HeaderMatch) matches(inv *kernel.Invocation) bool {
 
 // pick chooses one of the route's clusters by weight (random weighted, as
 // grpc-go's WRR).
-func (r *Route) pick() string {
+func (r *Route) pick() *WeightedCluster {
 	if len(r.Clusters) == 1 {
-		return r.Clusters[0].Name
+		return &r.Clusters[0]
 	}
 	var total uint64
 	for _, c := range r.Clusters {
 		total += uint64(c.Weight)
 	}
 	n := rand.Uint64N(total)
-	for _, c := range r.Clusters {
-		if n < uint64(c.Weight) {
-			return c.Name
+	for i := range r.Clusters {
+		if w := uint64(r.Clusters[i].Weight); n < w {
+			return &r.Clusters[i]
+		} else {
+			n -= w
 		}
-		n -= uint64(c.Weight)
 	}
-	return r.Clusters[len(r.Clusters)-1].Name
+	return &r.Clusters[len(r.Clusters)-1]
 }

@@ -16,6 +16,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/weftrpc/weft/kernel"
 )
 
 // The resource types weft asks for, and the order a request for each is
@@ -67,6 +69,9 @@ type VirtualHost struct {
 	Name    string
 	Domains []string
 	Routes  []Route
+	// Retry is the virtual host's retry policy, for routes without one
+	// (A44); nil: none.
+	Retry *RetryConfig
 }
 
 // Route is one route: the first whose match a call meets decides its
@@ -81,8 +86,23 @@ type Route struct {
 	// Clusters the route sends to, by weight (one with weight 1 for a
 	// plain cluster action).
 	Clusters []WeightedCluster
-	// Timeout is the route's max_stream_duration (A31); 0: none.
-	Timeout time.Duration
+	// Timeout is the route's max_stream_duration (A31), when HasTimeout:
+	// grpc_timeout_header_max if set, else max_stream_duration; 0 is no
+	// timeout. Without one the listener's default applies.
+	Timeout    time.Duration
+	HasTimeout bool
+	// Retry is the route's retry policy (A44); nil: the virtual host's.
+	Retry *RetryConfig
+}
+
+// RetryConfig is an xDS retry policy as gRPC takes it (gRFC A44): the
+// status codes retried (of cancelled, deadline-exceeded, internal,
+// resource-exhausted, unavailable; others are ignored), the retries, and
+// the backoff. No supported code: no retries.
+type RetryConfig struct {
+	On                      map[int]bool // gRPC status codes
+	NumRetries              uint32
+	BackoffBase, BackoffMax time.Duration
 }
 
 // HeaderMatch matches one header (an attachment in weft's terms).
@@ -212,6 +232,11 @@ func routeConfig(rc *routev3.RouteConfiguration) (*RouteConfig, error) {
 			return nil, fmt.Errorf("virtual host %q: %d routes, over weft's bound of %d", vh.GetName(), n, maxRoutes)
 		}
 		v := VirtualHost{Name: vh.GetName(), Domains: vh.GetDomains()}
+		rc, err := retryConfig(vh.GetRetryPolicy())
+		if err != nil {
+			return nil, fmt.Errorf("virtual host %q: %v", vh.GetName(), err)
+		}
+		v.Retry = rc
 		for i, r := range vh.GetRoutes() {
 			route, ok, err := decodeOneRoute(r)
 			if err != nil {
@@ -296,12 +321,60 @@ func decodeOneRoute(r *routev3.Route) (Route, bool, error) {
 	}
 	if d := action.GetMaxStreamDuration(); d != nil {
 		if h := d.GetGrpcTimeoutHeaderMax(); h != nil {
-			out.Timeout = h.AsDuration()
+			out.Timeout, out.HasTimeout = h.AsDuration(), true
 		} else if d.GetMaxStreamDuration() != nil {
-			out.Timeout = d.GetMaxStreamDuration().AsDuration()
+			out.Timeout, out.HasTimeout = d.GetMaxStreamDuration().AsDuration(), true
 		}
 	}
+	rc, err := retryConfig(action.GetRetryPolicy())
+	if err != nil {
+		return out, false, err
+	}
+	out.Retry = rc
 	return out, true, nil
+}
+
+// retryConfig is grpc-go's generateRetryConfig: its defaults (one retry,
+// 25 ms base, max 10× base) and its error texts.
+func retryConfig(rp *routev3.RetryPolicy) (*RetryConfig, error) {
+	if rp == nil {
+		return nil, nil
+	}
+	cfg := &RetryConfig{On: map[int]bool{}}
+	for _, s := range strings.Split(rp.GetRetryOn(), ",") {
+		switch strings.TrimSpace(strings.ToLower(s)) {
+		case "cancelled":
+			cfg.On[kernel.GRPCCanceled] = true
+		case "deadline-exceeded":
+			cfg.On[kernel.GRPCDeadlineExceeded] = true
+		case "internal":
+			cfg.On[kernel.GRPCInternal] = true
+		case "resource-exhausted":
+			cfg.On[kernel.GRPCResourceExhausted] = true
+		case "unavailable":
+			cfg.On[kernel.GRPCUnavailable] = true
+		}
+	}
+	if rp.NumRetries == nil {
+		cfg.NumRetries = 1
+	} else if cfg.NumRetries = rp.GetNumRetries().GetValue(); cfg.NumRetries < 1 {
+		return nil, fmt.Errorf("retry_policy.num_retries = %v; must be >= 1", cfg.NumRetries)
+	}
+	b := rp.GetRetryBackOff()
+	if b == nil {
+		cfg.BackoffBase = 25 * time.Millisecond
+	} else if cfg.BackoffBase = b.GetBaseInterval().AsDuration(); cfg.BackoffBase <= 0 {
+		return nil, fmt.Errorf("retry_policy.base_interval = %v; must be > 0", cfg.BackoffBase)
+	}
+	if m := b.GetMaxInterval(); m == nil {
+		cfg.BackoffMax = 10 * cfg.BackoffBase
+	} else if cfg.BackoffMax = m.AsDuration(); cfg.BackoffMax <= 0 {
+		return nil, fmt.Errorf("retry_policy.max_interval = %v; must be > 0", cfg.BackoffMax)
+	}
+	if len(cfg.On) == 0 {
+		return &RetryConfig{}, nil
+	}
+	return cfg, nil
 }
 
 func compileRegex(s string) (*regexp.Regexp, error) {

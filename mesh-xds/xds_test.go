@@ -27,6 +27,7 @@ import (
 	server "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weftrpc/weft"
@@ -255,12 +256,21 @@ type node struct {
 	calls atomic.Int64
 }
 
-func (n *node) Who(context.Context, string) (string, error) {
+func (n *node) Who(ctx context.Context, s string) (string, error) {
 	n.calls.Add(1)
+	if s == "slow" {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+	if n.name == "busy" {
+		time.Sleep(20 * time.Millisecond) // holds its one slot (executes: 1)
+	}
 	return n.name, nil
 }
 
-func startProvider(t *testing.T, name string) (*node, string, *weft.App) {
+func startProvider(t *testing.T, name string, serviceKeys ...string) (*node, string, *weft.App) {
 	t.Helper()
 	n := &node{name: name}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -270,7 +280,7 @@ func startProvider(t *testing.T, name string) (*node, string, *weft.App) {
 	port := lis.Addr().(*net.TCPAddr).Port
 	lis.Close()
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithService("node", n),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf("protocols: {tri: {port: %d}}\nprovider: {services: {node: {interface: org.weft.Node, protocol: tri}}}\n", port))))
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf("protocols: {tri: {port: %d}}\nprovider: {services: {node: {interface: org.weft.Node, protocol: tri%s}}}\n", port, strings.Join(serviceKeys, "")))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,5 +612,105 @@ func TestMeshRoutesSplitTrafficAndMatchHeaders(t *testing.T) {
 		if err1 != nil || err2 != nil || plain != "stable" || canary != "canary" {
 			t.Fatalf("header routing: plain %q (%v), x-canary %q (%v)", plain, err1, canary, err2)
 		}
+	}
+}
+
+// TestMeshRouteTimeoutAndRetry: a route's retry_policy replaces the
+// reference's retries, retrying what it names and no more (A44), and its
+// max_stream_duration bounds the whole call below the reference's own
+// timeout (A31), applied by the cluster under 8 callers.
+func TestMeshRouteTimeoutAndRetry(t *testing.T) {
+	cp := startControlPlane(t, "")
+	// busy takes one call at a time (20 ms each) and refuses the others
+	// with RESOURCE_EXHAUSTED (weft's limit exceeded, which weft's own
+	// failover retries); idle takes any.
+	busy, busyAddr, _ := startProvider(t, "busy", ", executes: 1")
+	idle, idleAddr, _ := startProvider(t, "idle")
+	res := snapshot(map[string]uint32{"echo": 1}, clusterv3.Cluster_ROUND_ROBIN, endpoints("echo", []string{busyAddr, idleAddr}))
+	cp.set(t, "1", res)
+	c := startConsumer(t, cp.addr) // timeout: 2000, retries: 2 (the default)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for idle.calls.Load() == 0 || busy.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("both providers never called: busy %d idle %d", busy.calls.Load(), idle.calls.Load())
+		}
+		c.Who(ctx, "x")
+	}
+	burst := func() (failed int64, last error) {
+		var f atomic.Int64
+		var lastErr atomic.Value
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 50 {
+					if _, err := c.Who(ctx, "x"); err != nil {
+						f.Add(1)
+						lastErr.Store(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		last, _ = lastErr.Load().(error)
+		return f.Load(), last
+	}
+	setRoute := func(version string, rp *routev3.RetryPolicy, msd time.Duration) {
+		rc := routes(map[string]uint32{"echo": 1})
+		a := rc.VirtualHosts[0].Routes[0].GetRoute()
+		a.RetryPolicy = rp
+		if msd > 0 {
+			a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(msd)}
+		}
+		res[resource.RouteType] = []types.Resource{rc}
+		cp.set(t, version, res)
+	}
+	until := func(what string, ok func(failed int64) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			failed, last := burst()
+			if ok(failed) {
+				t.Logf("%s: %d of 400 calls failed (last: %v)", what, failed, last)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of 400 calls failed (last: %v)", what, failed, last)
+			}
+		}
+	}
+	until("no retry policy: weft's failover retries a refused call", func(f int64) bool { return f == 0 })
+	setRoute("2", &routev3.RetryPolicy{RetryOn: "cancelled,unavailable"}, 0)
+	until("retry_on cancelled,unavailable: a refused call is not retried", func(f int64) bool { return f > 0 })
+	setRoute("3", &routev3.RetryPolicy{RetryOn: "resource-exhausted", NumRetries: wrapperspb.UInt32(1)}, 0)
+	until("retry_on resource-exhausted, one retry", func(f int64) bool { return f == 0 })
+	// Under the policy, a burst still has no failed call.
+	for range 3 {
+		if f, last := burst(); f > 0 {
+			t.Fatalf("retry_on resource-exhausted: %d of 400 calls failed: %v", f, last)
+		}
+	}
+
+	// The route's timeout: a call that takes 1 s ends at the route's
+	// 200 ms, not at the reference's 2 s.
+	setRoute("4", nil, 200*time.Millisecond)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		start := time.Now()
+		_, err := c.Who(ctx, "slow")
+		took := time.Since(start)
+		if kernel.CodeOf(err) == kernel.CodeTimeout && took < 900*time.Millisecond {
+			t.Logf("route timeout 200ms: the slow call ended in %v: %v", took.Round(time.Millisecond), err)
+			if took < 200*time.Millisecond {
+				t.Fatalf("the call ended in %v, before the route's timeout", took)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("route timeout not applied: the slow call took %v: %v", took, err)
+		}
+	}
+	if _, err := c.Who(ctx, "x"); err != nil {
+		t.Fatalf("a quick call under the route's timeout failed: %v", err)
 	}
 }
