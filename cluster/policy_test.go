@@ -15,7 +15,7 @@ type policyRouter struct{ p *extension.CallPolicy }
 func (r policyRouter) Route(ivs []kernel.Invoker, _ *kernel.URL, _ *kernel.Invocation) []kernel.Invoker {
 	return ivs
 }
-func (r policyRouter) Priority() int { return 0 }
+func (r policyRouter) Priority() int                                                    { return 0 }
 func (r policyRouter) CallPolicy(*kernel.URL, *kernel.Invocation) *extension.CallPolicy { return r.p }
 
 func joinWithPolicy(t *testing.T, consumerURL string, ps []*fakeInvoker, p *extension.CallPolicy) kernel.Invoker {
