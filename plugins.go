@@ -33,7 +33,7 @@ func groupFor[T any]() (string, bool) {
 	switch any(zero).(type) {
 	case *extension.Protocol, *extension.Filter, *extension.Cluster, *extension.LoadBalance, *extension.RouterFactory,
 		*extension.RegistryFactory, *extension.ServiceDiscoveryFactory, *extension.DynamicConfigurationFactory,
-		*tracing.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool, *extension.Merger:
+		*tracing.SpanExporterFactory, *extension.Serialization, *extension.ThreadPool, *extension.Merger, *extension.ClientSecurity:
 		return `group:"weft.` + strings.ToLower(reflect.TypeFor[T]().Name()) + `"`, true
 	}
 	return "", false
@@ -132,7 +132,7 @@ func builtins() fx.Option {
 	return fx.Options(
 		// dubbo and tri load their TLS material while the App is built, so
 		// that a bad file fails weft.New, not the first call.
-		builtinsOf[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool]) ([]Extension[extension.Protocol], error) {
+		builtinsOf[extension.Protocol](func(log *slog.Logger, cfg *Config, sl *kernel.Loader[extension.Serialization], tl *kernel.Loader[extension.ThreadPool], scl *kernel.Loader[extension.ClientSecurity]) ([]Extension[extension.Protocol], error) {
 			var t *netty.TLS
 			if tc := cfg.TLS.Transport(); !tc.IsZero() {
 				var err error
@@ -140,7 +140,7 @@ func builtins() fx.Option {
 					return nil, fmt.Errorf("weft: config: tls: %w", err)
 				}
 			}
-			return builtin.Protocols(log, t, engine.NewSerializations(sl), tl.Get), nil
+			return builtin.Protocols(log, t, engine.NewSerializations(sl), tl.Get, scl.Get), nil
 		}),
 		builtinsOf[extension.ThreadPool](builtin.ThreadPools),
 		builtinsOf[extension.Serialization](builtin.Serializations),
@@ -175,7 +175,8 @@ func loaders() fx.Option {
 		loader[extension.Cluster]("cluster", extension.DefaultCluster),
 		loader[extension.LoadBalance]("loadbalance", extension.DefaultLoadBalance),
 		loader[extension.RouterFactory]("router", extension.DefaultRouter),
-		loader[extension.Merger]("merger", ""), // none built in: the mergeable cluster has Java's
+		loader[extension.Merger]("merger", ""),           // none built in: the mergeable cluster has Java's
+		loader[extension.ClientSecurity]("security", ""), // a mesh's (extension.KeySecurity)
 		loader[extension.RegistryFactory]("registry", extension.DefaultRegistry),
 		// Application-level discovery, by the same names as the
 		// registries that have it.

@@ -87,6 +87,12 @@ func (d *base) List(_ context.Context, inv *kernel.Invocation) ([]kernel.Invoker
 	}
 }
 
+// routeAll is what the routers allow inv of every invoker, available or
+// not: to explain an empty List.
+func (d *base) routeAll(inv *kernel.Invocation) []kernel.Invoker {
+	return d.routers.Route(d.Invokers(), d.url, inv)
+}
+
 // maxListLooks bounds how often List looks again at a replaced snapshot.
 const maxListLooks = 3
 

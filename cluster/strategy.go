@@ -206,6 +206,11 @@ func (c *clusterInvoker) list(ctx context.Context, inv *kernel.Invocation) ([]ke
 		if err := c.unreachable(inv); err != nil {
 			return nil, err
 		}
+		// A provider the routers allow came up between the two looks
+		// (a connection that reconnected): look once more.
+		if invokers, err = c.dir.List(ctx, inv); err == nil && len(invokers) > 0 {
+			return invokers, nil
+		}
 		return nil, kernel.Errorf(kernel.CodeNoProvider,
 			"no provider available for %s.%s; check that a provider is running and its interface, group and version match (and what routers allow)",
 			c.dir.URL().ServiceKey(), inv.Method)
@@ -225,6 +230,15 @@ func (c *clusterInvoker) unreachable(inv *kernel.Invocation) error {
 		return nil
 	}
 	all := lister.Invokers()
+	if ra, ok := c.dir.(interface {
+		routeAll(*kernel.Invocation) []kernel.Invoker
+	}); ok {
+		// The providers the routers would send this call to, available
+		// or not: those whose connections fail are the cause (a mesh's
+		// route to a cluster whose providers refuse this client's
+		// certificate), not the others.
+		all = ra.routeAll(inv)
+	}
 	if len(all) == 0 {
 		return nil
 	}

@@ -156,7 +156,9 @@ func (w *FileWatcherProvider) ClientTLS() *tls.Config {
 			if c, _ := w.current(); c != nil {
 				return c, nil
 			}
-			return nil, errNoIdentity
+			// No identity (a cluster of TLS without mTLS): none sent,
+			// and a server that requires one says so.
+			return &tls.Certificate{}, nil
 		},
 		// The roots can change: verify by hand with the current ones
 		// (Go's RootCAs is fixed per Config).

@@ -109,8 +109,15 @@ type watch struct {
 }
 
 // NewClient dials srv (lazily: gRPC connects on the stream) and starts the
-// stream; Close stops it.
+// stream; Close stops it. It knows no certificate provider instances, so
+// it NACKs a secured cluster: a registry's client has its bootstrap's.
 func NewClient(srv Server, node Node, log *slog.Logger) (*Client, error) {
+	return newClient(srv, node, nil, log)
+}
+
+// newClient is NewClient for a bootstrap whose certificate provider
+// instances are certs: a secured cluster naming another is NACKed.
+func newClient(srv Server, node Node, certs map[string]CertificateProvider, log *slog.Logger) (*Client, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -129,7 +136,7 @@ func NewClient(srv Server, node Node, log *slog.Logger) (*Client, error) {
 	}
 	c := &Client{srv: srv, node: nodeProto(node), log: log, conn: conn, types: map[string]*typeState{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
-	for _, t := range resourceTypes() {
+	for _, t := range resourceTypes(certs) {
 		c.types[t.url] = &typeState{url: t.url, decode: t.decode, allRequired: t.allRequired, watches: map[string]*watch{},
 			subscribe: map[string]bool{}, unsubscribe: map[string]bool{}}
 	}

@@ -24,5 +24,8 @@ import (
 func Plugin() weft.Plugin {
 	return weft.NewPlugin("mesh-xds",
 		weft.Provide(Name, func(h weft.Host) (extension.RegistryFactory, error) { return Factory{Log: h.Log}, nil }, nil),
+		// The mTLS of the clusters that ask for it (extension.KeySecurity
+		// on their providers' URLs): one per App, closed with it.
+		weft.Provide(Name, func(h weft.Host) (extension.ClientSecurity, error) { return NewSecurity(h.Log), nil }, nil),
 	)
 }

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -62,5 +65,34 @@ func TestRoutePolicies(t *testing.T) {
 	}
 	if st := newRouteState(&VirtualHost{Routes: []Route{{}}}, 0); st.policies[0] != nil {
 		t.Errorf("no timeout nor retry: policy %+v, want none", st.policies[0])
+	}
+}
+
+// TestClusterSecurityAsGRPCGo: an UpstreamTlsContext is read as grpc-go
+// reads it, and refused with its texts.
+func TestClusterSecurityAsGRPCGo(t *testing.T) {
+	known := map[string]CertificateProvider{"default": {CertificateFile: "c", PrivateKeyFile: "k", CACertificateFile: "r"}}
+	c := securedCluster(t, "echo", "spiffe://cluster.local/ns/default/sa/echo")
+	sc, err := clusterSecurity(c, known)
+	if err != nil || sc.IdentityInstance != "default" || sc.RootInstance != "default" || len(sc.SANs) != 1 || sc.SANs[0].Kind != "exact" {
+		t.Fatalf("security %+v, %v", sc, err)
+	}
+	if _, err := clusterSecurity(c, nil); err == nil || err.Error() != `identity certificate provider instance name "default" missing in bootstrap configuration` {
+		t.Errorf("an instance the bootstrap lacks: %v", err)
+	}
+	noRoots := securedCluster(t, "echo", "x")
+	var up tlsv3.UpstreamTlsContext
+	noRoots.GetTransportSocket().GetTypedConfig().UnmarshalTo(&up)
+	up.CommonTlsContext.ValidationContextType = nil
+	a, _ := anypb.New(&up)
+	noRoots.TransportSocket.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: a}
+	if _, err := clusterSecurity(noRoots, known); err == nil || err.Error() != "security configuration on the client-side does not contain root certificate provider instance name" {
+		t.Errorf("no roots: %v", err)
+	}
+	p := map[string]string{}
+	securityParams(sc, known, p)
+	sans, err := parseSANs(p[paramSAN])
+	if err != nil || len(sans) != 1 || !sans[0].match("spiffe://cluster.local/ns/default/sa/echo") || sans[0].match("spiffe://cluster.local/ns/default/sa/echo2") {
+		t.Errorf("SAN params %q → %+v, %v", p[paramSAN], sans, err)
 	}
 }

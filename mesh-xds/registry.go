@@ -61,7 +61,7 @@ func (f Factory) GetRegistry(u *kernel.URL) (extension.Registry, error) {
 	}
 	srv := b.Servers[0]
 	srv.Delta = u.ParamBool(KeyDelta, false)
-	c, err := NewClient(srv, b.Node, log)
+	c, err := newClient(srv, b.Node, b.CertificateProviders, log)
 	if err != nil {
 		return nil, err
 	}
@@ -508,6 +508,9 @@ func (s *subscription) providers(name string, cw *clusterWatch) []*kernel.URL {
 			}
 			if loc := l.Locality; loc != (Locality{}) {
 				p[KeyLocality] = loc.Region + "/" + loc.Zone + "/" + loc.SubZone
+			}
+			if sec := cw.cluster.Security; sec != nil {
+				securityParams(sec, s.r.b.CertificateProviders, p)
 			}
 			if g := s.consumer.Param(kernel.KeyGroup); g != "" {
 				p[kernel.KeyGroup] = g

@@ -39,11 +39,13 @@ type resourceType struct {
 	allRequired bool
 }
 
-func resourceTypes() []resourceType {
+// resourceTypes are the types weft decodes; certs are the bootstrap's
+// certificate provider instances, which a secured cluster must name.
+func resourceTypes(certs map[string]CertificateProvider) []resourceType {
 	return []resourceType{
 		{ListenerType, decodeListener, true},
 		{RouteType, decodeRoute, false},
-		{ClusterType, decodeCluster, true},
+		{ClusterType, func(a *anypb.Any) (string, any, error) { return decodeCluster(a, certs) }, true},
 		{EndpointType, decodeEndpoints, false},
 	}
 }
@@ -131,6 +133,8 @@ type Cluster struct {
 	// MaxRequests is the circuit breaker's max_requests of the default
 	// priority (A32): 1024 when unset.
 	MaxRequests uint32
+	// Security is the cluster's TLS (its UpstreamTlsContext); nil: plain.
+	Security *SecurityConfig
 }
 
 // Endpoints are a cluster's localities by priority.
@@ -448,7 +452,7 @@ func perMillion(f *typev3.FractionalPercent) uint32 {
 	return uint32(min(n, 1_000_000))
 }
 
-func decodeCluster(a *anypb.Any) (string, any, error) {
+func decodeCluster(a *anypb.Any, certs map[string]CertificateProvider) (string, any, error) {
 	var c clusterv3.Cluster
 	if err := a.UnmarshalTo(&c); err != nil {
 		return "", nil, fmt.Errorf("failed to unmarshal resource: %v", err)
@@ -481,6 +485,11 @@ func decodeCluster(a *anypb.Any) (string, any, error) {
 	default:
 		return name, nil, fmt.Errorf("unexpected lbPolicy %v in response", c.GetLbPolicy())
 	}
+	sec, err := clusterSecurity(&c, certs)
+	if err != nil {
+		return name, nil, err
+	}
+	out.Security = sec
 	for _, t := range c.GetCircuitBreakers().GetThresholds() {
 		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
 			if m := t.GetMaxRequests(); m != nil {

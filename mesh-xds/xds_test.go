@@ -272,6 +272,13 @@ func (n *node) Who(ctx context.Context, s string) (string, error) {
 
 func startProvider(t *testing.T, name string, serviceKeys ...string) (*node, string, *weft.App) {
 	t.Helper()
+	return startProviderWith(t, name, "", strings.Join(serviceKeys, ""))
+}
+
+// startProviderWith starts a provider with extraYAML at the config's root
+// (a tls block) and serviceKeys in its service's settings.
+func startProviderWith(t *testing.T, name, extraYAML, serviceKeys string) (*node, string, *weft.App) {
+	t.Helper()
 	n := &node{name: name}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -280,7 +287,7 @@ func startProvider(t *testing.T, name string, serviceKeys ...string) (*node, str
 	port := lis.Addr().(*net.TCPAddr).Port
 	lis.Close()
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithService("node", n),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf("protocols: {tri: {port: %d}}\nprovider: {services: {node: {interface: org.weft.Node, protocol: tri%s}}}\n", port, strings.Join(serviceKeys, "")))))
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf("protocols: {tri: {port: %d}}\nprovider: {services: {node: {interface: org.weft.Node, protocol: tri%s}}}\n%s", port, serviceKeys, extraYAML))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1148,7 +1148,7 @@ func (c *Conn) readLoop(buf []byte) {
 			if errors.Is(err, io.EOF) || c.closed.Load() {
 				c.fail(nil)
 			} else {
-				c.fail(fmt.Errorf("read from %s: %w", c.RemoteAddr(), err))
+				c.fail(fmt.Errorf("read from %s: %w%s", c.RemoteAddr(), err, refusedTLS(err)))
 			}
 			return
 		}

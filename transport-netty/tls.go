@@ -213,6 +213,20 @@ func (t *TLS) client(host string, alpn []string) *tls.Config {
 	return c
 }
 
+// peerRefused says why a TLS peer sends an alert.
+const peerRefused = "it does not accept this side's certificate (signed by a CA it does not trust, expired, or none presented)"
+
+// refusedTLS explains a TLS alert the peer sent: under TLS 1.3 a server
+// that refuses the client's certificate says so after the client's
+// handshake is done, on the connection's first read. Empty for other
+// errors.
+func refusedTLS(err error) string {
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "remote error" {
+		return " (the peer refused this connection's TLS: " + peerRefused + ")"
+	}
+	return ""
+}
+
 // explainTLS adds what to check to a handshake error.
 func explainTLS(err error) string {
 	var unknown x509.UnknownAuthorityError
@@ -231,6 +245,9 @@ func explainTLS(err error) string {
 		return "the server's certificate is not for this name: set tls-server-name or dial the name it has"
 	case errors.As(err, &rec):
 		return "the peer does not speak TLS: is TLS configured on both sides?"
+	}
+	if refusedTLS(err) != "" {
+		return "the peer refused the handshake: " + peerRefused
 	}
 	if errors.Is(err, io.EOF) {
 		return "the peer closed the connection during the handshake: is it a TLS server?"

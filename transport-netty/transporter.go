@@ -27,6 +27,10 @@ type Transporter struct {
 	log  *slog.Logger
 	tls  *TLS
 	alpn []string // the TLS application protocols it offers (h2 for Triple)
+	// security finds the ClientSecurity a provider's URL names
+	// (extension.KeySecurity), which offers secureALPN; nil: none.
+	security   func(name string) (extension.ClientSecurity, error)
+	secureALPN []string
 	// clientConns counts the open connections this transporter dialled,
 	// for metrics.
 	clientConns atomic.Int64
@@ -48,6 +52,42 @@ func NewTLSTransporter(log *slog.Logger, t *TLS) *Transporter { return &Transpor
 // clients refuse a server that does not select it).
 func NewTLSTransporterALPN(log *slog.Logger, t *TLS, alpn ...string) *Transporter {
 	return &Transporter{log: log, tls: t, alpn: alpn}
+}
+
+// SetSecurity makes the transporter dial a provider whose URL names a
+// ClientSecurity (extension.KeySecurity) with the TLS that one gives,
+// offering the application protocols alpn; find looks it up by name.
+// It is set once, before the first dial.
+func (t *Transporter) SetSecurity(find func(name string) (extension.ClientSecurity, error), alpn ...string) {
+	t.security, t.secureALPN = find, alpn
+}
+
+// clientTLS is the TLS configuration of a dial to url: its ClientSecurity's
+// when it names one, else the transporter's own; nil: plain TCP.
+func (t *Transporter) clientTLS(url *kernel.URL) (*tls.Config, error) {
+	name := url.Param(extension.KeySecurity)
+	if name == "" {
+		if t.tls == nil {
+			return nil, nil
+		}
+		return t.tls.client(url.Host, t.alpn), nil
+	}
+	if t.security == nil {
+		return nil, kernel.Errorf(kernel.CodeNetwork, "provider %s asks for security %q, and this protocol has no security extensions", url.Address(), name)
+	}
+	sec, err := t.security(name)
+	if err != nil {
+		return nil, kernel.Wrap(kernel.CodeNetwork, err, "provider %s asks for security %q", url.Address(), name)
+	}
+	cfg, err := sec.ClientTLS(url)
+	if err != nil {
+		return nil, kernel.Wrap(kernel.CodeNetwork, err, "security %q cannot secure a connection to %s", name, url.Address())
+	}
+	if cfg != nil && len(cfg.NextProtos) == 0 && len(t.secureALPN) > 0 {
+		cfg = cfg.Clone()
+		cfg.NextProtos = t.secureALPN
+	}
+	return cfg, nil
 }
 
 // Bind listens on the URL's host:port and serves every connection with codec
@@ -77,20 +117,29 @@ func (t *Transporter) Connect(url *kernel.URL, codec extension.Codec, handler ex
 
 func (t *Transporter) dial(url *kernel.URL, codec extension.Codec, handler extension.ChannelHandler) (*Conn, error) {
 	timeout := time.Duration(url.ParamInt("connect.timeout", 3000)) * time.Millisecond
+	cfg, err := t.clientTLS(url)
+	if err != nil {
+		return nil, err
+	}
 	nc, err := net.DialTimeout("tcp", url.Address(), timeout)
 	if err != nil {
 		return nil, kernel.Wrap(kernel.CodeNetwork, err, "connect to %s", url.Address())
 	}
-	if t.tls != nil {
+	if cfg != nil {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		tc := tls.Client(nc, t.tls.client(url.Host, t.alpn))
+		tc := tls.Client(nc, cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
 			nc.Close()
+			if sec := url.Param(extension.KeySecurity); sec != "" {
+				// The security's own checks say what failed; weft's tls
+				// block's hints would mislead.
+				return nil, kernel.Wrap(kernel.CodeNetwork, err, "TLS handshake (security %s) with %s failed", sec, url.Address())
+			}
 			return nil, kernel.Wrap(kernel.CodeNetwork, err, "TLS handshake with %s failed (%s)", url.Address(), explainTLS(err))
 		}
 		nc = tc

@@ -53,7 +53,10 @@ func Value[T any](v T) kernel.Factory[T] { return func() (T, error) { return v, 
 
 // Protocols are injvm, and dubbo and tri over transport-netty (with t's TLS
 // when not nil), which find serializations and thread pools by name.
-func Protocols(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error)) []Ext[extension.Protocol] {
+// A provider whose URL names a ClientSecurity (a mesh's) is dialed with the
+// TLS that security, found by name, gives.
+func Protocols(log *slog.Logger, t *netty.TLS, sers extension.Serializations, pools func(string) (extension.ThreadPool, error),
+	security func(string) (extension.ClientSecurity, error)) []Ext[extension.Protocol] {
 	return []Ext[extension.Protocol]{
 		{Name: injvm.Name, New: func() (extension.Protocol, error) { return injvm.New(), nil }},
 		{Name: dubbo.Name, New: func() (extension.Protocol, error) {
@@ -61,14 +64,14 @@ func Protocols(log *slog.Logger, t *netty.TLS, sers extension.Serializations, po
 			if t != nil {
 				p = dubbo.NewTLS(log, t)
 			}
-			return p.WithSerializations(sers).WithThreadPools(pools), nil
+			return p.WithSerializations(sers).WithThreadPools(pools).WithSecurity(security), nil
 		}},
 		{Name: triple.Name, New: func() (extension.Protocol, error) {
 			p := triple.New(log)
 			if t != nil {
 				p = triple.NewTLS(log, t)
 			}
-			return p.WithSerializations(sers).WithThreadPools(pools), nil
+			return p.WithSerializations(sers).WithThreadPools(pools).WithSecurity(security), nil
 		}},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,13 +46,28 @@ func NewCA(tb testing.TB, name string) *CA {
 // valid from two hours ago until notAfter, and its key, as PEM.
 func (ca *CA) Issue(tb testing.TB, cn string, notAfter time.Time) (certPEM, keyPEM string) {
 	tb.Helper()
+	return ca.IssueURI(tb, cn, notAfter)
+}
+
+// IssueURI is Issue with URI names besides 127.0.0.1: a mesh's workload
+// identities (spiffe://cluster.local/ns/default/sa/echo).
+func (ca *CA) IssueURI(tb testing.TB, cn string, notAfter time.Time, uris ...string) (certPEM, keyPEM string) {
+	tb.Helper()
+	var us []*url.URL
+	for _, u := range uris {
+		p, err := url.Parse(u)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		us = append(us, p)
+	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, URIs: us}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		tb.Fatal(err)

@@ -84,6 +84,14 @@ func (p *Protocol) WithSerializations(sers extension.Serializations) *Protocol {
 	return p
 }
 
+// WithSecurity returns p dialing a provider whose URL names a
+// ClientSecurity (extension.KeySecurity, a mesh's) with its TLS; find
+// looks it up by name.
+func (p *Protocol) WithSecurity(find func(name string) (extension.ClientSecurity, error)) *Protocol {
+	p.t.SetSecurity(find)
+	return p
+}
+
 // codecFor is the codec of u: its payload and decode bounds, and its
 // `serialization` (hessian2 by default) for what it writes.
 func (p *Protocol) codecFor(u *kernel.URL) (*Codec, error) {
@@ -381,7 +389,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		iv.owned = true
 		return iv, nil
 	}
-	iv.clients = []*netty.ExchangeClient{p.clients.Hold(url.Address(), func() *netty.ExchangeClient {
+	iv.clients = []*netty.ExchangeClient{p.clients.Hold(extension.SecurityShareKey(url), func() *netty.ExchangeClient {
 		return netty.NewExchangeClient(p.t, url, codec, opt)
 	})}
 	return iv, nil
@@ -443,7 +451,7 @@ func (iv *invoker) Destroy() {
 		if iv.owned {
 			iv.p.clients.CloseGracefully(c)
 		} else {
-			iv.p.clients.Release(iv.url.Address(), c)
+			iv.p.clients.Release(extension.SecurityShareKey(iv.url), c)
 		}
 	}
 }

@@ -55,7 +55,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 		ws = wireSer{ser, name}
 	}
 	addr := url.Address()
-	sc := p.clients.Hold(addr, func() *sharedClient {
+	sc := p.clients.Hold(extension.SecurityShareKey(url), func() *sharedClient {
 		payload := int(url.ParamInt(kernel.KeyPayload, DefaultPayload))
 		if payload <= 0 {
 			payload = DefaultPayload
@@ -76,7 +76,7 @@ func (p *Protocol) Refer(_ context.Context, url *kernel.URL) (kernel.Invoker, er
 	if iv.payload <= 0 {
 		iv.payload = DefaultPayload
 	}
-	if p.tls {
+	if p.tls || url.Param(extension.KeySecurity) != "" {
 		iv.scheme = "https"
 	}
 	iv.fixed = iv.fixedHeaders("application/grpc+proto")
@@ -113,7 +113,7 @@ func (iv *invoker) WhyUnavailable() error {
 
 func (iv *invoker) Destroy() {
 	if !iv.destroyed.Swap(true) {
-		iv.p.clients.Release(iv.url.Address(), iv.sc)
+		iv.p.clients.Release(extension.SecurityShareKey(iv.url), iv.sc)
 	}
 }
 

@@ -102,6 +102,15 @@ func (p *Protocol) WithSerializations(sers extension.Serializations) *Protocol {
 	return p
 }
 
+// WithSecurity returns p dialing a provider whose URL names a
+// ClientSecurity (extension.KeySecurity, a mesh's) with its TLS, offering
+// HTTP/2 (gRPC servers refuse a handshake without it); find looks it up by
+// name.
+func (p *Protocol) WithSecurity(find func(name string) (extension.ClientSecurity, error)) *Protocol {
+	p.t.SetSecurity(find, "h2")
+	return p
+}
+
 // NewTLS returns the protocol speaking TLS with t's material.
 func NewTLS(log *slog.Logger, t *netty.TLS) *Protocol {
 	p := New(log)
