@@ -104,6 +104,14 @@ func (g *Rules) watch(key string) {
 		return
 	}
 	g.mu.Lock()
+	if g.closed {
+		// Close ran while this watch started (followTagRule and
+		// reconcileMesh watch from their own goroutines): it did not see
+		// the key, so undo here.
+		g.mu.Unlock()
+		g.dc.RemoveListener(key, GovernanceGroup, g)
+		return
+	}
 	g.watched = append(g.watched, key)
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ruleReadTimeout)
