@@ -3,6 +3,7 @@ package governance
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +25,12 @@ import (
 //     as Java's TagStateRouter reads it);
 //   - <consumer application>.configurators and
 //     <interface>:<version>:<group>.configurators: override rules laid over
-//     the provider URLs after the consumer's own settings.
+//     the provider URLs after the consumer's own settings;
+//   - <provider application>.MESHAPPRULE: Dubbo 3's mesh rules
+//     (VirtualService, DestinationRule), one document per application the
+//     providers belong to (their remote.application, as Java's
+//     MeshRuleRouter reads them), watched while providers of that
+//     application are listed.
 //
 // A document that does not parse is rejected with its reason logged, and
 // the rule it would replace stays; a deleted document removes its rule.
@@ -49,6 +55,17 @@ type Rules struct {
 	tagKey  string
 	closed  bool
 	watched []string // keys listened to, for close
+
+	// Mesh rules: meshWant is the providers' applications (sorted), which
+	// reconcileMesh subscribes to; meshKeys the keys subscribed (key to
+	// application), meshGroups their rules, mesh the router applying them.
+	mesh       *cluster.MeshRouter
+	meshWant   []string
+	meshKeys   map[string]string
+	meshGroups map[string]*cluster.MeshRuleGroup
+	// meshSub orders subscription changes; meshSubscribed is reconcileMesh's.
+	meshSub        sync.Mutex
+	meshSubscribed map[string]bool
 }
 
 // tagRulePriority runs a tag rule's router first, where the default tag
@@ -63,7 +80,8 @@ const ruleReadTimeout = 5 * time.Second
 // the reference's own routers (static) beside the rules' ones.
 func Watch(dc extension.DynamicConfiguration, log *slog.Logger, ref string, consumer *kernel.URL, app string,
 	dir extension.RoutedDirectory, static []extension.Router) *Rules {
-	g := &Rules{log: log, ref: ref, dc: dc, consumer: consumer, host: consumer.Host}
+	g := &Rules{log: log, ref: ref, dc: dc, consumer: consumer, host: consumer.Host,
+		meshKeys: map[string]string{}, meshGroups: map[string]*cluster.MeshRuleGroup{}, meshSubscribed: map[string]bool{}}
 	key := RuleKeyOf(consumer)
 	g.svcCondKey, g.svcCfgKey = ConditionRouterKey(key), ConfiguratorsKey(key)
 	if app != "" {
@@ -86,6 +104,14 @@ func (g *Rules) watch(key string) {
 		return
 	}
 	g.mu.Lock()
+	if g.closed {
+		// Close ran while this watch started (followTagRule and
+		// reconcileMesh watch from their own goroutines): it did not see
+		// the key, so undo here.
+		g.mu.Unlock()
+		g.dc.RemoveListener(key, GovernanceGroup, g)
+		return
+	}
 	g.watched = append(g.watched, key)
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ruleReadTimeout)
@@ -109,6 +135,7 @@ func (g *Rules) Process(ev extension.ConfigChangedEvent) {
 	}
 	data := []byte(ev.Content)
 	var err error
+	var notes []string
 	switch ev.Key {
 	case g.svcCondKey, g.appCondKey:
 		var router *ConditionRulesRouter
@@ -156,11 +183,32 @@ func (g *Rules) Process(ev extension.ConfigChangedEvent) {
 			}
 		}
 	default:
-		return
+		app, ok := g.meshKeys[ev.Key]
+		if !ok {
+			return // not (or no longer) watched
+		}
+		var group *cluster.MeshRuleGroup
+		if !ev.Deleted {
+			var rules *MeshRules
+			if rules, err = ParseMeshRules(ev.Key, data); err == nil {
+				group, notes = rules.Group, rules.Notes
+			}
+		}
+		if err == nil {
+			if group == nil {
+				delete(g.meshGroups, app)
+			} else {
+				g.meshGroups[app] = group
+			}
+			g.rebuildMeshLocked()
+		}
 	}
 	if err != nil {
 		g.log.Warn("weft: governance: rule rejected; the rule it would replace stays", "reference", g.ref, "key", ev.Key, "err", err)
 		return
+	}
+	if len(notes) > 0 {
+		g.log.Warn("weft: governance: rule applied with parts that do not act", "reference", g.ref, "key", ev.Key, "notes", notes)
 	}
 	what := "applied"
 	if ev.Deleted {
@@ -187,7 +235,7 @@ func (g *Rules) applyLocked(reconfigure bool) {
 	if g.dir == nil {
 		return
 	}
-	routers := make([]extension.Router, 0, len(g.static)+3)
+	routers := make([]extension.Router, 0, len(g.static)+4)
 	for _, r := range g.static {
 		if cluster.IsTagRouter(r) && g.tag != nil {
 			continue
@@ -196,6 +244,9 @@ func (g *Rules) applyLocked(reconfigure bool) {
 	}
 	if g.tag != nil {
 		routers = append(routers, g.tag)
+	}
+	if g.mesh != nil {
+		routers = append(routers, g.mesh)
 	}
 	if g.svcCond != nil {
 		routers = append(routers, g.svcCond)
@@ -225,6 +276,9 @@ func (g *Rules) configure(urls []*kernel.URL) []*kernel.URL {
 			g.followTagRule(pa)
 		}
 	}
+	if !closed {
+		g.followMeshRules(providerApps(urls))
+	}
 	if len(app) == 0 && len(svc) == 0 {
 		return urls
 	}
@@ -251,6 +305,104 @@ func (g *Rules) followTagRule(app string) {
 		}
 		g.watch(key)
 	}()
+}
+
+// providerApps is the applications of the providers, sorted, without
+// empty and "unknown" ones (Java's MeshRuleRouter.registerAppRule).
+func providerApps(urls []*kernel.URL) []string {
+	var apps []string
+	for _, u := range urls {
+		if a := u.Param(registry.KeyRemoteApplication); a != "" && a != meshInvalidApp && !slices.Contains(apps, a) {
+			apps = append(apps, a)
+		}
+	}
+	slices.Sort(apps)
+	return apps
+}
+
+// meshInvalidApp is Java's MeshRuleConstants.INVALID_APP_NAME.
+const meshInvalidApp = "unknown"
+
+// followMeshRules notes the providers' applications and, when they
+// changed, has reconcileMesh follow them. Like followTagRule it does not
+// wait on the config center: configure runs inside the directory's
+// notification.
+func (g *Rules) followMeshRules(apps []string) {
+	g.mu.Lock()
+	if g.closed || slices.Equal(g.meshWant, apps) {
+		g.mu.Unlock()
+		return
+	}
+	g.meshWant = apps
+	g.mu.Unlock()
+	go g.reconcileMesh()
+}
+
+// reconcileMesh subscribes to the mesh rules of the applications in
+// meshWant and unsubscribes from the others, until they agree; one runs
+// at a time, so changes apply in order. An application that goes loses
+// its rules (its providers are gone); one that comes back is read again.
+func (g *Rules) reconcileMesh() {
+	g.meshSub.Lock()
+	defer g.meshSub.Unlock()
+	for {
+		g.mu.Lock()
+		want, closed := g.meshWant, g.closed
+		g.mu.Unlock()
+		if closed {
+			return // Close removes the listeners
+		}
+		var add, drop []string
+		for _, a := range want {
+			if !g.meshSubscribed[a] {
+				add = append(add, a)
+			}
+		}
+		for a := range g.meshSubscribed {
+			if !slices.Contains(want, a) {
+				drop = append(drop, a)
+			}
+		}
+		if len(add) == 0 && len(drop) == 0 {
+			return
+		}
+		for _, a := range drop {
+			key := MeshRuleKey(a)
+			delete(g.meshSubscribed, a)
+			g.mu.Lock()
+			delete(g.meshKeys, key)
+			g.watched = slices.DeleteFunc(g.watched, func(k string) bool { return k == key })
+			if _, had := g.meshGroups[a]; had {
+				delete(g.meshGroups, a)
+				g.rebuildMeshLocked()
+				g.applyLocked(false)
+			}
+			g.mu.Unlock()
+			g.dc.RemoveListener(key, GovernanceGroup, g)
+		}
+		for _, a := range add {
+			key := MeshRuleKey(a)
+			g.meshSubscribed[a] = true
+			g.mu.Lock()
+			g.meshKeys[key] = a
+			g.mu.Unlock()
+			g.watch(key)
+		}
+	}
+}
+
+// rebuildMeshLocked makes the router of the mesh rules in force (nil:
+// none).
+func (g *Rules) rebuildMeshLocked() {
+	if len(g.meshGroups) == 0 {
+		g.mesh = nil
+		return
+	}
+	groups := make([]*cluster.MeshRuleGroup, 0, len(g.meshGroups))
+	for _, grp := range g.meshGroups {
+		groups = append(groups, grp)
+	}
+	g.mesh = cluster.NewMeshRouter(cluster.MeshRulePriority, groups)
 }
 
 // Close stops watching.

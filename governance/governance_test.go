@@ -14,7 +14,9 @@ import (
 
 // The documents under testdata/dubbo are Apache Dubbo's own test fixtures,
 // copied verbatim from apache/dubbo at 324c62550ab22ffa53bce15f219bbc1d67b8c4a3,
-// dubbo-cluster/src/test/resources/*.yml. Inline documents marked "Java:"
+// dubbo-cluster/src/test/resources/*.yml and *.yaml; MeshRuleRouterTest-ruleN.yaml
+// are the strings rule1..rule4 of MeshRuleRouterTest.java there, unescaped,
+// under the Java file's license header. Inline documents marked "Java:"
 // are copied from the named Java test.
 
 func fixture(t testing.TB, name string) []byte {
