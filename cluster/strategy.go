@@ -143,6 +143,13 @@ func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (ke
 	c.budget.call()
 	if c.policies != nil {
 		if p := c.policies.CallPolicy(inv); p != nil {
+			if p.Admit != nil {
+				release, err := p.Admit()
+				if err != nil {
+					return kernel.Result{}, err
+				}
+				defer release()
+			}
 			inv.SetAttribute(attrCallPolicy, p)
 			if _, stream := inv.Attribute(kernel.AttrStream); p.Timeout > 0 && !stream {
 				// The route's timeout bounds the whole call, retries
@@ -270,6 +277,15 @@ func (c *clusterInvoker) unreachable(inv *kernel.Invocation) error {
 			strings.Join(reasons, "; ") + more + "; check that they run and listen at these addresses (weft reconnects on its own)"}
 }
 
+// balancer is inv's load balancer: its routers' choice (an xDS cluster's
+// lb_policy) when they made one, else the method's `loadbalance`.
+func (c *clusterInvoker) balancer(inv *kernel.Invocation) (extension.LoadBalance, error) {
+	if p := policyOf(inv); p != nil && p.LoadBalance != "" {
+		return c.lbs.Get(p.LoadBalance)
+	}
+	return c.lbs.Choose(c.dir.URL(), inv.Method, kernel.KeyLoadBalance)
+}
+
 // pick is Dubbo's AbstractClusterInvoker.select: a sticky invoker if the
 // method is sticky and it is still listed, else the load balancer's choice,
 // reselected when it was already tried or (with cluster.availablecheck,
@@ -297,7 +313,7 @@ func (c *clusterInvoker) doSelect(invokers, tried []kernel.Invoker, inv *kernel.
 	if len(invokers) == 1 {
 		return invokers[0], nil
 	}
-	lb, err := c.lbs.Choose(c.dir.URL(), inv.Method, kernel.KeyLoadBalance)
+	lb, err := c.balancer(inv)
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,14 @@ type CallPolicy struct {
 	// Retry replaces the reference's `retries` and which failures are
 	// retried (failover only); nil: the reference's.
 	Retry *RetryPolicy
+	// LoadBalance names the load balancer that picks among the call's
+	// providers (an xDS cluster's lb_policy); empty: the reference's
+	// `loadbalance`.
+	LoadBalance string
+	// Admit, when set, is asked before the first try: it refuses the call
+	// with its error (an xDS cluster's max_requests in flight), or admits
+	// it until release, which the cluster calls when the call returns.
+	Admit func() (release func(), err error)
 }
 
 // RetryPolicy says which failed tries are tried again, how often, and how

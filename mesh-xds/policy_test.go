@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,32 +40,55 @@ func TestRetryConfigAsGRPCGo(t *testing.T) {
 }
 
 // TestRoutePolicies: a route's timeout, else the listener's (A31); a
-// route's retry policy, else the virtual host's (A44); at most 5 attempts.
+// route's retry policy, else the virtual host's (A44), at most 5
+// attempts; each cluster's load balancer and max_requests (A32).
 func TestRoutePolicies(t *testing.T) {
 	vhRetry := &RetryConfig{On: map[int]bool{kernel.GRPCUnavailable: true}, NumRetries: 9, BackoffBase: time.Millisecond, BackoffMax: time.Second}
 	routeRetry := &RetryConfig{}
+	one := []WeightedCluster{{Name: "a", Weight: 1}}
 	vh := &VirtualHost{Retry: vhRetry, Routes: []Route{
-		{Timeout: 0, HasTimeout: true, Retry: routeRetry}, // explicit 0: no timeout; its own (empty) policy
-		{Timeout: 3 * time.Second, HasTimeout: true},
-		{},
+		{Timeout: 0, HasTimeout: true, Retry: routeRetry, Clusters: one}, // explicit 0: no timeout; its own (empty) policy
+		{Timeout: 3 * time.Second, HasTimeout: true, Clusters: one},
+		{Clusters: []WeightedCluster{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}},
 	}}
-	st := newRouteState(vh, time.Second)
-	p0, p1, p2 := st.policies[0], st.policies[1], st.policies[2]
+	var inflight atomic.Int64
+	clusters := func(name string) clusterPolicy {
+		if name == "b" {
+			return clusterPolicy{lb: "leastactive", admit: admission("b-eds", 2, &inflight)}
+		}
+		return clusterPolicy{}
+	}
+	st := newRouteState(vh, time.Second, clusters)
+	p0, p1, p2a, p2b := st.policies[0][0], st.policies[1][0], st.policies[2][0], st.policies[2][1]
 	if p0.Timeout != 0 || p0.Retry.Retries != 0 {
 		t.Errorf("route 0: %+v %+v", p0, p0.Retry)
 	}
 	if p1.Timeout != 3*time.Second || p1.Retry.Retries != 4 {
 		t.Errorf("route 1: timeout %v, retries %d; want 3s and the vhost's 9 capped at 4", p1.Timeout, p1.Retry.Retries)
 	}
-	if p2.Timeout != time.Second {
-		t.Errorf("route 2: timeout %v, want the listener's 1s", p2.Timeout)
+	if p2a.Timeout != time.Second || p2a.LoadBalance != "" || p2a.Admit != nil {
+		t.Errorf("route 2, cluster a: %+v; want the listener's 1s and no cluster policy", p2a)
+	}
+	if p2b.LoadBalance != "leastactive" || p2b.Admit == nil {
+		t.Errorf("route 2, cluster b: %+v; want its lb and admission", p2b)
 	}
 	unavailable := kernel.Errorf(kernel.CodeNetwork, "down")
 	if !p1.Retry.On(unavailable) || p1.Retry.On(kernel.Errorf(kernel.CodeTimeout, "slow")) {
 		t.Error("the vhost's policy retries other codes than UNAVAILABLE")
 	}
-	if st := newRouteState(&VirtualHost{Routes: []Route{{}}}, 0); st.policies[0] != nil {
-		t.Errorf("no timeout nor retry: policy %+v, want none", st.policies[0])
+	r1, err1 := p2b.Admit()
+	r2, err2 := p2b.Admit()
+	_, err3 := p2b.Admit()
+	if err1 != nil || err2 != nil || err3 == nil || err3.Error() != "weft: limit exceeded: max requests 2 exceeded on service b-eds" {
+		t.Fatalf("max_requests 2: %v, %v, %v", err1, err2, err3)
+	}
+	r1()
+	r2()
+	if _, err := p2b.Admit(); err != nil || inflight.Load() != 1 {
+		t.Errorf("after two releases: %v, %d in flight", err, inflight.Load())
+	}
+	if st := newRouteState(&VirtualHost{Routes: []Route{{Clusters: one}}}, 0, nil); st.policies[0][0] != nil {
+		t.Errorf("no timeout, retry nor cluster policy: policy %+v, want none", st.policies[0][0])
 	}
 }
 

@@ -121,23 +121,32 @@ type Registry struct {
 }
 
 // routeState is a target's virtual host (nil: none matched the target)
-// in the last route configuration taken, with each route's call policy
-// (nil: none) made once; a nil *routeState is none yet.
+// in the last route configuration taken, with the call policy of each
+// route and cluster (policies[route][cluster], nil: none) made once; a nil
+// *routeState is none yet.
 type routeState struct {
 	vh       *VirtualHost
-	policies []*extension.CallPolicy
+	policies [][]*extension.CallPolicy
+}
+
+// clusterPolicy is what a cluster adds to a call's policy: its load
+// balancer and its max_requests admission (nil: none known yet).
+type clusterPolicy struct {
+	lb    string
+	admit func() (func(), error)
 }
 
 // newRouteState is vh's routes in force under a listener whose default
 // timeout is msd: each route's timeout (A31: the route's, else the
 // listener's) and retry policy (A44: the route's, else the virtual
-// host's) as the cluster applies them.
-func newRouteState(vh *VirtualHost, msd time.Duration) *routeState {
+// host's), with each of its clusters' load balancer and admission
+// (clusters gives them by name), as the cluster applies them.
+func newRouteState(vh *VirtualHost, msd time.Duration, clusters func(name string) clusterPolicy) *routeState {
 	st := &routeState{vh: vh}
 	if vh == nil {
 		return st
 	}
-	st.policies = make([]*extension.CallPolicy, len(vh.Routes))
+	st.policies = make([][]*extension.CallPolicy, len(vh.Routes))
 	for i := range vh.Routes {
 		r := &vh.Routes[i]
 		timeout := msd
@@ -148,12 +157,35 @@ func newRouteState(vh *VirtualHost, msd time.Duration) *routeState {
 		if rc == nil {
 			rc = vh.Retry
 		}
-		if timeout == 0 && rc == nil {
-			continue
+		retry := rc.policy()
+		st.policies[i] = make([]*extension.CallPolicy, len(r.Clusters))
+		for k, wc := range r.Clusters {
+			var cp clusterPolicy
+			if clusters != nil {
+				cp = clusters(wc.Name)
+			}
+			if timeout == 0 && retry == nil && cp.lb == "" && cp.admit == nil {
+				continue
+			}
+			st.policies[i][k] = &extension.CallPolicy{Timeout: timeout, Retry: retry, LoadBalance: cp.lb, Admit: cp.admit}
 		}
-		st.policies[i] = &extension.CallPolicy{Timeout: timeout, Retry: rc.policy()}
 	}
 	return st
+}
+
+// admission is gRPC's max_requests for the cluster service (A32): calls
+// in flight beyond max are refused, counted in n (kept across updates).
+func admission(service string, max uint32, n *atomic.Int64) func() (func(), error) {
+	release := func() { n.Add(-1) }
+	return func() (func(), error) {
+		if n.Add(1) > int64(max) {
+			n.Add(-1)
+			// gRPC fails these with UNAVAILABLE; weft says what it is,
+			// a limit (RESOURCE_EXHAUSTED to a gRPC peer).
+			return nil, kernel.Errorf(kernel.CodeLimitExceeded, "max requests %v exceeded on service %v", max, service)
+		}
+		return release, nil
+	}
 }
 
 // maxAttempts is gRPC's bound on a call's attempts, whatever a retry
@@ -263,9 +295,12 @@ type subscription struct {
 	rdsName   string
 	host      *atomic.Pointer[routeState]
 	routes    *RouteConfig  // the last route configuration taken
+	vh        *VirtualHost  // its virtual host for the target
 	msd       time.Duration // the listener's default route timeout
-	clusters  map[string]*clusterWatch
-	notified  string // the last list given, to skip repeats
+	// inflight counts each cluster's calls in flight (max_requests).
+	inflight map[string]*atomic.Int64
+	clusters map[string]*clusterWatch
+	notified string // the last list given, to skip repeats
 }
 
 type clusterWatch struct {
@@ -315,7 +350,7 @@ func (s *subscription) onListener(v any, exists bool) {
 	if l.MaxStreamDuration != s.msd {
 		s.msd = l.MaxStreamDuration
 		if s.routes != nil && l.Inline == nil {
-			s.host.Store(newRouteState(MatchVirtualHost(s.routes.VirtualHosts, s.target), s.msd))
+			s.storeRoutesLocked()
 		}
 	}
 	if l.Inline != nil {
@@ -354,8 +389,8 @@ func (s *subscription) onRoutes(name string, v any, exists bool) {
 // virtual host matching the target are watched, the others dropped.
 func (s *subscription) setRoutesLocked(rc *RouteConfig) {
 	vh := MatchVirtualHost(rc.VirtualHosts, s.target)
-	s.routes = rc
-	s.host.Store(newRouteState(vh, s.msd))
+	s.routes, s.vh = rc, vh
+	s.storeRoutesLocked()
 	want := map[string]bool{}
 	if vh != nil {
 		for _, rt := range vh.Routes {
@@ -393,6 +428,31 @@ func (s *subscription) setRoutesLocked(rc *RouteConfig) {
 	}
 }
 
+// storeRoutesLocked makes the routes in force of the last route
+// configuration, listener and clusters.
+func (s *subscription) storeRoutesLocked() {
+	s.host.Store(newRouteState(s.vh, s.msd, s.clusterPolicyLocked))
+}
+
+// clusterPolicyLocked is what the cluster name, as last known, adds to
+// its calls' policies.
+func (s *subscription) clusterPolicyLocked(name string) clusterPolicy {
+	cw := s.clusters[name]
+	if cw == nil || cw.cluster == nil {
+		return clusterPolicy{}
+	}
+	c := cw.cluster
+	n := s.inflight[name]
+	if n == nil {
+		if s.inflight == nil {
+			s.inflight = map[string]*atomic.Int64{}
+		}
+		n = &atomic.Int64{}
+		s.inflight[name] = n
+	}
+	return clusterPolicy{lb: c.LBPolicy, admit: admission(c.EDSName, c.MaxRequests, n)}
+}
+
 func (s *subscription) onCluster(name string, v any, exists bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -406,7 +466,11 @@ func (s *subscription) onCluster(name string, v any, exists bool) {
 		return
 	}
 	c := v.(*Cluster)
+	old := cw.cluster
 	cw.cluster = c
+	if old == nil || old.LBPolicy != c.LBPolicy || old.MaxRequests != c.MaxRequests || old.EDSName != c.EDSName {
+		s.storeRoutesLocked()
+	}
 	if c.EDSName == cw.edsName {
 		s.notifyLocked()
 		return
@@ -608,24 +672,24 @@ func (rt *router) CallPolicy(url *kernel.URL, inv *kernel.Invocation) *extension
 	if st == nil || st.vh == nil {
 		return nil
 	}
-	i, wc := st.match(url, inv)
-	if wc == nil {
+	i, k := st.match(url, inv)
+	if i < 0 {
 		return nil
 	}
-	inv.SetAttribute(attrPick, wc)
-	return st.policies[i]
+	inv.SetAttribute(attrPick, &st.vh.Routes[i].Clusters[k])
+	return st.policies[i][k]
 }
 
-// match is the first route inv meets and the cluster it picks; nil: none
-// (gRPC: "no matched route was found").
-func (st *routeState) match(url *kernel.URL, inv *kernel.Invocation) (int, *WeightedCluster) {
+// match is the first route inv meets and the cluster it picks, by index;
+// -1: none (gRPC: "no matched route was found").
+func (st *routeState) match(url *kernel.URL, inv *kernel.Invocation) (route, cluster int) {
 	path := "/" + url.Interface() + "/" + inv.Method
 	for i := range st.vh.Routes {
 		if r := &st.vh.Routes[i]; r.matches(path, inv) {
 			return i, r.pick()
 		}
 	}
-	return 0, nil
+	return -1, -1
 }
 
 func (rt *router) Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.Invocation) []kernel.Invoker {
@@ -640,9 +704,11 @@ func (rt *router) Route(invokers []kernel.Invoker, url *kernel.URL, inv *kernel.
 		if st.vh == nil {
 			return nil // gRPC: "could not find VirtualHost"
 		}
-		if _, wc = st.match(url, inv); wc == nil {
+		i, k := st.match(url, inv)
+		if i < 0 {
 			return nil
 		}
+		wc = &st.vh.Routes[i].Clusters[k]
 	}
 	var out []kernel.Invoker
 	for _, iv := range invokers {
@@ -708,22 +774,22 @@ func (h *HeaderMatch) matches(inv *kernel.Invocation) bool {
 }
 
 // pick chooses one of the route's clusters by weight (random weighted, as
-// grpc-go's WRR).
-func (r *Route) pick() *WeightedCluster {
+// grpc-go's WRR), by index.
+func (r *Route) pick() int {
 	if len(r.Clusters) == 1 {
-		return &r.Clusters[0]
+		return 0
 	}
 	var total uint64
 	for _, c := range r.Clusters {
 		total += uint64(c.Weight)
 	}
 	n := rand.Uint64N(total)
-	for i := range r.Clusters {
-		if w := uint64(r.Clusters[i].Weight); n < w {
-			return &r.Clusters[i]
+	for i, c := range r.Clusters {
+		if w := uint64(c.Weight); n < w {
+			return i
 		} else {
 			n -= w
 		}
 	}
-	return &r.Clusters[len(r.Clusters)-1]
+	return len(r.Clusters) - 1
 }

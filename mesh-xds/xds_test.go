@@ -254,10 +254,16 @@ func TestClientFollowsTheChainAndNACKsABadCluster(t *testing.T) {
 type node struct {
 	name  string
 	calls atomic.Int64
+	// running and most: calls in the service now, and the most at once.
+	running, most atomic.Int64
 }
 
 func (n *node) Who(ctx context.Context, s string) (string, error) {
 	n.calls.Add(1)
+	now := n.running.Add(1)
+	defer n.running.Add(-1)
+	for m := n.most.Load(); now > m && !n.most.CompareAndSwap(m, now); m = n.most.Load() {
+	}
 	if s == "slow" {
 		select {
 		case <-time.After(time.Second):
@@ -719,5 +725,91 @@ func TestMeshRouteTimeoutAndRetry(t *testing.T) {
 	}
 	if _, err := c.Who(ctx, "x"); err != nil {
 		t.Fatalf("a quick call under the route's timeout failed: %v", err)
+	}
+}
+
+// TestMeshClusterBalancerAndMaxRequests: a cluster's lb_policy picks its
+// providers (ROUND_ROBIN alternates where the reference's default, random,
+// repeats), and its circuit_breakers max_requests bounds its calls in
+// flight, refusing the rest with gRPC's text (A32).
+func TestMeshClusterBalancerAndMaxRequests(t *testing.T) {
+	cp := startControlPlane(t, "")
+	a, aAddr, _ := startProvider(t, "busy")
+	b, bAddr, _ := startProvider(t, "busy")
+	res := snapshot(map[string]uint32{"echo": 1}, clusterv3.Cluster_ROUND_ROBIN, endpoints("echo", []string{aAddr, bAddr}))
+	cp.set(t, "1", res)
+	c := startConsumer(t, cp.addr)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.calls.Load() == 0 || b.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("both providers never called")
+		}
+		c.Who(ctx, "x")
+	}
+	// Serial calls under round robin go a, b, a, b: each call's provider
+	// is the other one.
+	prevA, repeats := a.calls.Load(), 0
+	lastWasA := false
+	for i := range 40 {
+		if _, err := c.Who(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		isA := a.calls.Load() > prevA
+		prevA = a.calls.Load()
+		if i > 0 && isA == lastWasA {
+			repeats++
+		}
+		lastWasA = isA
+	}
+	t.Logf("ROUND_ROBIN: %d repeats in 40 serial calls", repeats)
+	if repeats > 0 {
+		t.Fatalf("ROUND_ROBIN: %d of 39 serial calls went to the provider of the call before", repeats)
+	}
+
+	// max_requests 2: at most 2 calls in flight over both providers.
+	cl := edsCluster("echo", clusterv3.Cluster_ROUND_ROBIN)
+	cl.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxRequests: wrapperspb.UInt32(2)}}}
+	res[resource.ClusterType] = []types.Resource{cl}
+	cp.set(t, "2", res)
+	var refused atomic.Int64
+	var other atomic.Value
+	burst := func() {
+		a.most.Store(0)
+		b.most.Store(0)
+		refused.Store(0)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 10 {
+					_, err := c.Who(ctx, "x")
+					switch {
+					case err == nil:
+					case strings.Contains(err.Error(), "max requests 2 exceeded on service echo"):
+						refused.Add(1)
+					default:
+						other.Store(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for refused.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("max_requests 2 refused no call of 8 callers")
+		}
+		burst()
+	}
+	burst() // all of it under the limit
+	if err := other.Load(); err != nil {
+		t.Fatalf("a call failed otherwise: %v", err)
+	}
+	t.Logf("max_requests 2: %d of 80 calls refused; most in flight at once: a %d, b %d", refused.Load(), a.most.Load(), b.most.Load())
+	if a.most.Load()+b.most.Load() > 2+1 {
+		// +1: a provider's count ends after its answer is on the way,
+		// when the consumer may have sent the next call.
+		t.Errorf("the providers ran %d and %d calls at once under max_requests 2", a.most.Load(), b.most.Load())
 	}
 }
