@@ -2,6 +2,7 @@ package extension
 
 import (
 	"crypto/tls"
+	"net"
 	"sort"
 	"strings"
 
@@ -49,4 +50,35 @@ func SecurityShareKey(provider *kernel.URL) string {
 		b.WriteString("|" + k + "=" + provider.Param(k))
 	}
 	return b.String()
+}
+
+// ServerSecurity is a ClientSecurity that also secures servers: those of a
+// protocol whose URL names it (KeySecurity in the protocol's params), as a
+// mesh's inbound listener says (plaintext, TLS or mutual TLS, changed
+// while the server runs).
+type ServerSecurity interface {
+	// Serve is called once as the server binds: it starts following what
+	// secures it; an error fails the export.
+	Serve(server *kernel.URL) error
+	// ServerTLS is how the connection nc, just accepted by the server,
+	// is served: with TLS by the config, plain when nil. An error refuses
+	// it (the connection is closed and the reason logged).
+	ServerTLS(server *kernel.URL, nc net.Conn) (*tls.Config, error)
+}
+
+// ServerSecurityParams are the parameters of a protocol's exported URL u
+// that its servers' security reads (nil: none named): KeySecurity, and
+// those under "security." or under the security's own name ("xds.").
+func ServerSecurityParams(u *kernel.URL) map[string]string {
+	name := u.Param(KeySecurity)
+	if name == "" {
+		return nil
+	}
+	out := map[string]string{KeySecurity: name}
+	for k, v := range u.Params() {
+		if strings.HasPrefix(k, KeySecurity+".") || strings.HasPrefix(k, name+".") {
+			out[k] = v
+		}
+	}
+	return out
 }

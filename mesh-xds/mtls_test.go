@@ -3,20 +3,26 @@ package xds
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/internal/testpki"
@@ -183,4 +189,173 @@ consumer:
 	time.Sleep(300 * time.Millisecond)
 	l.stop(t)
 	t.Logf("%d calls over mTLS under 8 callers through the rotation, %d failed; trusting answered %d", l.calls.Load(), l.failed.Load(), trusting.calls.Load())
+}
+
+// inboundListener is a provider's inbound listener for host:port with one
+// filter chain: mTLS from the bootstrap's "default" provider when mtls,
+// else plaintext.
+func inboundListener(t *testing.T, name, addr string, mtls bool) *listenerv3.Listener {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	router, _ := anypb.New(&routerv3.Router{})
+	hcm, _ := anypb.New(&hcmv3.HttpConnectionManager{
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "inbound"}},
+		HttpFilters:    []*hcmv3.HttpFilter{{Name: "router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}},
+	})
+	fc := &listenerv3.FilterChain{Name: "inbound", Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.http_connection_manager",
+		ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm}}}}
+	if mtls {
+		down, err := anypb.New(&tlsv3.DownstreamTlsContext{RequireClientCertificate: wrapperspb.Bool(true), CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: "default"},
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				CaCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: "default"}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc.TransportSocket = &corev3.TransportSocket{Name: tlsTransportSocket, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: down}}
+	}
+	return &listenerv3.Listener{Name: name, Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}}}, FilterChains: []*listenerv3.FilterChain{fc}}
+}
+
+// TestMeshInboundListenerSecuresTheProvider: a provider whose protocol
+// names the xds security serves each connection as its inbound listener
+// (A36) says, with no tls block of its own: mutual TLS from the
+// bootstrap's file_watcher material, which the mesh's consumer meets and
+// a plain client cannot; then, the listener changed to plaintext, plain
+// clients are served. Until its listener comes, it serves no one.
+func TestMeshInboundListenerSecuresTheProvider(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mesh := testpki.NewCA(t, "mesh root")
+	day := time.Now().Add(24 * time.Hour)
+	roots := write("root-cert.pem", mesh.PEM)
+	sc, sk := mesh.IssueURI(t, "node", day, "spiffe://cluster.local/ns/default/sa/node")
+	cc, ck := mesh.IssueURI(t, "client", day, "spiffe://cluster.local/ns/default/sa/client")
+	cp := startControlPlane(t, "")
+	bootstrap := func(name, cert, key string) string {
+		return write(name, fmt.Sprintf(`{
+  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}]}],
+  "node": {"id": %q},
+  "server_listener_resource_name_template": "weft.test/inbound/%%s",
+  "certificate_providers": {"default": {"plugin_name": "file_watcher", "config": {
+    "certificate_file": %q, "private_key_file": %q, "ca_certificate_file": %q, "refresh_interval": "0.1s"}}}
+}`, cp.addr, testNode, cert, key, roots))
+	}
+	providerBootstrap := bootstrap("provider.json", write("node-cert.pem", sc), write("node-key.pem", sk))
+	consumerBootstrap := bootstrap("consumer.json", write("cert-chain.pem", cc), write("key.pem", ck))
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	port := lis.Addr().(*net.TCPAddr).Port
+	lis.Close()
+	n := &node{name: "meshed"}
+	prov, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(Plugin()), weft.WithService("node", n),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+protocols: {tri: {host: 127.0.0.1, port: %d, params: {security: xds, xds.bootstrap: %q}}}
+provider: {services: {node: {interface: org.weft.Node, protocol: tri}}}
+`, port, providerBootstrap))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prov.Stop(context.Background()) })
+
+	// A plain client, by the provider's address.
+	var plain nodeClient
+	papp, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithReference("node", &plain),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+consumer: {references: {node: {interface: org.weft.Node, protocol: tri, url: "tri://%s", timeout: 1000, check: false}}}
+`, addr))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := papp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { papp.Stop(context.Background()) })
+	ctx := context.Background()
+	if who, err := plain.Who(ctx, "x"); err == nil {
+		t.Fatalf("before its inbound listener the provider served %q", who)
+	}
+
+	inbound := "weft.test/inbound/" + addr
+	res := snapshot(map[string]uint32{"node": 1}, clusterv3.Cluster_ROUND_ROBIN, endpoints("node", []string{addr}))
+	res[resource.ClusterType] = []types.Resource{securedCluster(t, "node", "spiffe://cluster.local/ns/default/sa/node")}
+	res[resource.ListenerType] = append(res[resource.ListenerType], inboundListener(t, inbound, addr, true))
+	cp.set(t, "1", res)
+
+	var c nodeClient
+	capp, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(Plugin()), weft.WithReference("node", &c),
+		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
+registries: {mesh: {address: "xds://?bootstrap=%s"}}
+consumer: {references: {node: {interface: org.weft.Node, protocol: tri, provided_by: %q, timeout: 2000}}}
+`, consumerBootstrap, target))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := capp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { capp.Stop(context.Background()) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		who, err := c.Who(ctx, "x")
+		if err == nil && who == "meshed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mesh's consumer never reached the provider over mTLS: %q, %v", who, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l := startLoad(8, &c)
+	// The plain client reconnects (every 2 s) and is told why.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		who, err := plain.Who(ctx, "x")
+		if err == nil {
+			t.Fatalf("a plain client got %q from a provider whose inbound listener says mTLS", who)
+		}
+		if strings.Contains(err.Error(), "takes TLS connections only") {
+			t.Logf("a plain client of the mTLS provider: %v", err)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plain client is not told why: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The listener says plaintext now: new plain connections are served
+	// (the mesh's consumer, whose cluster still says mTLS, keeps its
+	// connection).
+	res[resource.ListenerType] = []types.Resource{listener(), inboundListener(t, inbound, addr, false)}
+	cp.set(t, "2", res)
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		who, err := plain.Who(ctx, "x")
+		if err == nil && who == "meshed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plaintext listener was not applied: %q, %v", who, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.stop(t)
+	t.Logf("%d calls of the mesh's consumer over the xDS-secured provider, %d failed", l.calls.Load(), l.failed.Load())
 }

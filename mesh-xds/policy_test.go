@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +119,45 @@ func TestClusterSecurityAsGRPCGo(t *testing.T) {
 	sans, err := parseSANs(p[paramSAN])
 	if err != nil || len(sans) != 1 || !sans[0].match("spiffe://cluster.local/ns/default/sa/echo") || sans[0].match("spiffe://cluster.local/ns/default/sa/echo2") {
 		t.Errorf("SAN params %q → %+v, %v", p[paramSAN], sans, err)
+	}
+}
+
+// TestInboundChainChoice: A36's order — destination port, longest
+// destination prefix, source type, longest source prefix, source port —
+// then the default chain.
+func TestInboundChainChoice(t *testing.T) {
+	p := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	l := &ServerListener{Chains: []FilterChain{
+		{Name: "any"},
+		{Name: "port-9", DestPort: 9},
+		{Name: "dest-10.1", Dest: []netip.Prefix{p("10.1.0.0/16")}},
+		{Name: "dest-10.1.2", Dest: []netip.Prefix{p("10.1.2.0/24")}},
+		{Name: "local", Dest: []netip.Prefix{p("10.9.0.0/16")}, SourceType: 1},
+		{Name: "external", Dest: []netip.Prefix{p("10.9.0.0/16")}, SourceType: 2},
+		{Name: "src-port", Dest: []netip.Prefix{p("10.8.0.0/16")}, SourcePorts: []uint32{4000}},
+		{Name: "src-any-port", Dest: []netip.Prefix{p("10.8.0.0/16")}},
+	}, Default: &FilterChain{Name: "default"}}
+	ap := netip.MustParseAddrPort
+	for _, tc := range []struct{ dst, src, want string }{
+		{"10.0.0.1:8", "10.0.0.2:1", "any"},
+		{"10.0.0.1:9", "10.0.0.2:1", "port-9"},
+		{"10.1.3.1:8", "10.0.0.2:1", "dest-10.1"},
+		{"10.1.2.1:8", "10.0.0.2:1", "dest-10.1.2"},
+		{"10.9.0.1:8", "127.0.0.1:1", "local"},
+		{"10.9.0.1:8", "10.7.0.1:1", "external"},
+		{"10.8.0.1:8", "10.7.0.1:4000", "src-port"},
+		{"10.8.0.1:8", "10.7.0.1:4001", "src-any-port"},
+	} {
+		if got := l.chainFor(ap(tc.dst), ap(tc.src)); got == nil || got.Name != tc.want {
+			t.Errorf("%s from %s: chain %+v, want %s", tc.dst, tc.src, got, tc.want)
+		}
+	}
+	only := &ServerListener{Chains: []FilterChain{{Name: "port-9", DestPort: 9}}, Default: &FilterChain{Name: "default"}}
+	if got := only.chainFor(ap("10.0.0.1:8"), ap("10.0.0.2:1")); got == nil || got.Name != "default" {
+		t.Errorf("no chain matches: %+v, want the default", got)
+	}
+	only.Default = nil
+	if got := only.chainFor(ap("10.0.0.1:8"), ap("10.0.0.2:1")); got != nil {
+		t.Errorf("no chain and no default: %+v, want none (the connection is closed)", got)
 	}
 }

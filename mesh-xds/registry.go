@@ -346,7 +346,11 @@ func (s *subscription) onListener(v any, exists bool) {
 		s.r.log.Warn("weft: xds: listener not found or removed; the reference keeps its last providers", "target", s.target)
 		return
 	}
-	l := v.(*Listener)
+	l, ok := v.(*Listener)
+	if !ok {
+		s.r.log.Warn("weft: xds: the listener is a server's inbound listener, not a client's; the reference keeps its last providers", "target", s.target)
+		return
+	}
 	if l.MaxStreamDuration != s.msd {
 		s.msd = l.MaxStreamDuration
 		if s.routes != nil && l.Inline == nil {

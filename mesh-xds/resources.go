@@ -43,7 +43,7 @@ type resourceType struct {
 // certificate provider instances, which a secured cluster must name.
 func resourceTypes(certs map[string]CertificateProvider) []resourceType {
 	return []resourceType{
-		{ListenerType, decodeListener, true},
+		{ListenerType, func(a *anypb.Any) (string, any, error) { return decodeListener(a, certs) }, true},
 		{RouteType, decodeRoute, false},
 		{ClusterType, func(a *anypb.Any) (string, any, error) { return decodeCluster(a, certs) }, true},
 		{EndpointType, decodeEndpoints, false},
@@ -169,7 +169,7 @@ const (
 	maxRegex        = 4096
 )
 
-func decodeListener(a *anypb.Any) (string, any, error) {
+func decodeListener(a *anypb.Any, certs map[string]CertificateProvider) (string, any, error) {
 	var l listenerv3.Listener
 	if err := a.UnmarshalTo(&l); err != nil {
 		return "", nil, fmt.Errorf("failed to unmarshal resource: %v", err)
@@ -180,6 +180,11 @@ func decodeListener(a *anypb.Any) (string, any, error) {
 	}
 	api := l.GetApiListener().GetApiListener()
 	if api == nil {
+		if l.GetAddress() != nil {
+			// A server's inbound listener (A36).
+			sl, err := serverListener(&l, certs)
+			return name, sl, err
+		}
 		return name, nil, fmt.Errorf("no api_listener field in the listener: weft is a proxyless client (istiod serves those to nodes with GENERATOR: grpc metadata)")
 	}
 	if api.GetTypeUrl() != hcmType {

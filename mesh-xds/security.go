@@ -286,19 +286,32 @@ func orDefault(d time.Duration) time.Duration {
 // names against the cluster's match_subject_alt_names. It watches each set
 // of files once per App, so that a rotated certificate is used by the
 // next connection while those open keep going.
+//
+// It secures servers too (extension.ServerSecurity): a protocol whose
+// params name it (security: xds) serves each connection as its inbound
+// listener's matching filter chain says (gRFC A36), following the
+// listener over an ADS stream of its own per bootstrap.
 type Security struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
 	watchers map[[3]string]*FileWatcherProvider
+	clients  map[string]*Client  // by bootstrap file ("": the environment's)
+	inbound  map[string]*inbound // by server address
 	closed   bool
 }
 
-var _ extension.ClientSecurity = (*Security)(nil)
+var (
+	_ extension.ClientSecurity = (*Security)(nil)
+	_ extension.ServerSecurity = (*Security)(nil)
+)
 
-// NewSecurity returns the "xds" ClientSecurity, logging to log.
+// NewSecurity returns the "xds" security, logging to log.
 func NewSecurity(log *slog.Logger) *Security {
-	return &Security{log: log, watchers: map[[3]string]*FileWatcherProvider{}}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Security{log: log, watchers: map[[3]string]*FileWatcherProvider{}, clients: map[string]*Client{}, inbound: map[string]*inbound{}}
 }
 
 // ClientTLS is the mutual TLS of a connection to provider.
@@ -369,9 +382,15 @@ func parseSANs(s string) ([]SANMatcher, error) {
 // Close stops watching the files.
 func (s *Security) Close() error {
 	s.mu.Lock()
-	ws := s.watchers
-	s.watchers, s.closed = nil, true
+	ws, cs, ins := s.watchers, s.clients, s.inbound
+	s.watchers, s.clients, s.inbound, s.closed = nil, nil, nil, true
 	s.mu.Unlock()
+	for _, in := range ins {
+		in.cancel()
+	}
+	for _, c := range cs {
+		c.Close()
+	}
 	for _, w := range ws {
 		w.Close()
 	}

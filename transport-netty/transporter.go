@@ -103,6 +103,12 @@ func (t *Transporter) Bind(url *kernel.URL, codec extension.Codec, handler exten
 	if t.tls != nil {
 		s.tls = t.tls.server(t.alpn)
 	}
+	if name := url.Param(extension.KeySecurity); name != "" {
+		if err := s.secureBy(t, name, url); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	s.wg.Add(2)
 	go s.accept()
 	go s.watch()
@@ -168,6 +174,11 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	tls *tls.Config // nil: plain TCP
+	// security, when the server's URL names one, decides per connection
+	// (a mesh's inbound listener), over tls; url is the server's.
+	security   extension.ServerSecurity
+	url        *kernel.URL
+	secureALPN []string
 	// handshakeLog limits handshake-failure warnings to one per interval;
 	// refusedLog the warnings of connections refused past accepts.
 	handshakeLog, refusedLog atomic.Int64
@@ -280,6 +291,19 @@ func (s *Server) accept() {
 			nc.Close()
 			continue
 		}
+		if s.security != nil {
+			s.wg.Add(1)
+			s.handshaking.Add(1)
+			go func() {
+				defer s.wg.Done()
+				nc := s.secured(nc)
+				s.handshaking.Add(-1)
+				if nc != nil {
+					s.serve(nc)
+				}
+			}()
+			continue
+		}
 		if s.tls != nil {
 			// The handshake runs off the accept loop: a slow or hostile
 			// client holds only its own connection.
@@ -325,6 +349,12 @@ func (s *Server) serve(nc net.Conn) bool {
 // server's close; a failure closes nc and is logged (at most once per
 // dialLogInterval): the server serves everybody else.
 func (s *Server) handshake(nc net.Conn) *tls.Conn {
+	return s.handshakeWith(nc, s.tls, "server "+s.Addr().String()+" takes TLS connections only: configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer")
+}
+
+// handshakeWith is handshake with the config cfg; why is what a plain
+// client is told.
+func (s *Server) handshakeWith(nc net.Conn, cfg *tls.Config, why string) *tls.Conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -344,7 +374,6 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 	pc := &peekedConn{Conn: nc, r: bufio.NewReaderSize(nc, 512)}
 	nc.SetReadDeadline(time.Now().Add(tlsHandshakeTimeout))
 	if hdr, err := pc.r.Peek(16); err == nil {
-		why := "server " + s.Addr().String() + " takes TLS connections only: configure tls (ca-cert-file, tls-cert-file, tls-key-file) on this consumer"
 		plain := false
 		if r, ok := s.codec.(PlainRefuser); ok {
 			// It may wait a second for the client's first call; its
@@ -371,13 +400,59 @@ func (s *Server) handshake(nc net.Conn) *tls.Conn {
 		}
 	}
 	nc.SetDeadline(time.Time{}) // ctx bounds the handshake
-	tc := tls.Server(pc, s.tls)
+	tc := tls.Server(pc, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()
 		s.logHandshake(nc, err)
 		return nil
 	}
 	return tc
+}
+
+// secureBy makes the server's connections secured by the ServerSecurity
+// name (extension.KeySecurity in its URL).
+func (s *Server) secureBy(t *Transporter, name string, url *kernel.URL) error {
+	if t.security == nil {
+		return fmt.Errorf("weft: server %s asks for security %q, and this protocol has no security extensions", url.Address(), name)
+	}
+	sec, err := t.security(name)
+	if err != nil {
+		return fmt.Errorf("weft: server %s: security: %w", url.Address(), err)
+	}
+	ss, ok := sec.(extension.ServerSecurity)
+	if !ok {
+		return fmt.Errorf("weft: server %s: security %q secures clients only", url.Address(), name)
+	}
+	if err := ss.Serve(url); err != nil {
+		return fmt.Errorf("weft: server %s: security %q: %w", url.Address(), name, err)
+	}
+	s.security, s.url, s.secureALPN = ss, url, t.secureALPN
+	return nil
+}
+
+// secured serves nc as its ServerSecurity says: plain, TLS (a plain
+// client told why, as handshake does), or refused (closed, logged at most
+// once per interval); nil when it is not served.
+func (s *Server) secured(nc net.Conn) net.Conn {
+	cfg, err := s.security.ServerTLS(s.url, nc)
+	if err != nil {
+		nc.Close()
+		s.logHandshake(nc, err)
+		return nil
+	}
+	if cfg == nil {
+		return nc
+	}
+	if len(cfg.NextProtos) == 0 && len(s.secureALPN) > 0 {
+		cfg = cfg.Clone()
+		cfg.NextProtos = s.secureALPN
+	}
+	why := "server " + s.Addr().String() + " takes TLS connections only, as its security (" + s.url.Param(extension.KeySecurity) +
+		") says: call it with that security (a mesh's consumer, whose cluster says TLS)"
+	if tc := s.handshakeWith(nc, cfg, why); tc != nil {
+		return tc
+	}
+	return nil
 }
 
 // lingerClose closes a connection the server has just answered without

@@ -176,7 +176,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 			return nil, "", fmt.Errorf("weft: dubbo: %w", err)
 		}
 		s := &server{codec: codec}
-		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), s.codec, &handler{s: s, log: p.log},
+		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", extension.ServerSecurityParams(u)), s.codec, &handler{s: s, log: p.log},
 			netty.ServerOptions{
 				Heartbeat: time.Duration(u.ParamInt(KeyHeartbeat, int64(netty.DefaultHeartbeat/time.Millisecond))) * time.Millisecond,
 				Threads:   int(u.ParamInt(kernel.KeyThreads, netty.DefaultThreads)),

@@ -175,7 +175,7 @@ func (p *Protocol) Export(_ context.Context, invoker kernel.Invoker) (extension.
 		if payload <= 0 {
 			payload = DefaultPayload
 		}
-		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", nil), &codec{maxFrame: h2.DefaultMaxFrame, maxBody: payload},
+		es, err := netty.Bind(p.t, kernel.NewURL(u.Protocol, u.Host, u.Port, "", extension.ServerSecurityParams(u)), &codec{maxFrame: h2.DefaultMaxFrame, maxBody: payload},
 			&handler{s: s, log: p.log},
 			netty.ServerOptions{
 				// A connection that sends nothing for 3 heartbeats is
