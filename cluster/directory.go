@@ -21,33 +21,58 @@ type base struct {
 	routers   *RouterChain
 	destroyed atomic.Bool
 	outlier   *outlier // nil unless the reference sets `outlier`
+	// groups are the detectors the providers' own URLs ask for (a mesh
+	// cluster's outlier_detection, KeyOutlierGroup), when the reference
+	// sets none; nil: none.
+	groups atomic.Pointer[outlierGroups]
+}
+
+// outlierFor is the detector that watches iv and the providers it is
+// judged among; nil: none.
+func (d *base) outlierFor(iv kernel.Invoker) (*outlier, []kernel.Invoker) {
+	if d.outlier != nil {
+		return d.outlier, d.Invokers()
+	}
+	if g := d.groups.Load(); g != nil {
+		if grp := g.by[iv.URL().Param(KeyOutlierGroup)]; grp != nil {
+			return grp.o, grp.members
+		}
+	}
+	return nil, nil
 }
 
 // Observe tells the directory how a call to iv ended (extension.
 // OutcomeObserver): its outlier detection, when on, ejects a provider
 // whose calls keep failing.
 func (d *base) Observe(iv kernel.Invoker, err error) {
-	if d.outlier != nil {
-		d.outlier.observe(iv, err, d.Invokers())
+	if o, all := d.outlierFor(iv); o != nil {
+		o.observe(iv, err, all)
 	}
 }
 
 // Ejected reports whether outlier detection holds iv out now, until when,
 // how often it was ejected and why (for QoS's ls).
 func (d *base) Ejected(iv kernel.Invoker) (Ejection, bool) {
-	if d.outlier == nil {
+	o, _ := d.outlierFor(iv)
+	if o == nil {
 		return Ejection{}, false
 	}
-	return d.outlier.ejected(iv)
+	return o.ejected(iv)
 }
 
 // Ejections counts the ejections since the directory was made, and the
 // providers out now (for metrics).
 func (d *base) Ejections() (total int64, out int64) {
-	if d.outlier == nil {
-		return 0, 0
+	if d.outlier != nil {
+		return d.outlier.ejections.Load(), int64(d.outlier.out.Load())
 	}
-	return d.outlier.ejections.Load(), int64(d.outlier.out.Load())
+	if g := d.groups.Load(); g != nil {
+		for _, grp := range g.by {
+			total += grp.o.ejections.Load()
+			out += int64(grp.o.out.Load())
+		}
+	}
+	return total, out
 }
 
 func (d *base) URL() *kernel.URL { return d.url }
@@ -117,6 +142,8 @@ func (d *base) route(snap *[]kernel.Invoker, inv *kernel.Invocation) []kernel.In
 	}
 	if d.outlier != nil {
 		list = d.outlier.in(list)
+	} else if g := d.groups.Load(); g != nil {
+		list = g.in(list)
 	}
 	return d.routers.Route(list, d.url, inv)
 }
@@ -291,6 +318,9 @@ func (d *RegistryDirectory) apply(urls []*kernel.URL, fromRegistry bool) {
 		list = append(list, iv)
 	}
 	d.invokers.Store(&list)
+	if d.outlier == nil {
+		d.regroup(list, d.log)
+	}
 	var dropped []string
 	for key, iv := range d.byKey {
 		if _, stays := next[key]; !stays {

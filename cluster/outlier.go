@@ -28,6 +28,12 @@ const (
 	KeyOutlierFailurePercent  = "outlier.failure.percent"    // % of an interval's calls failing that ejects; 0: not watched
 	KeyOutlierFailureVolume   = "outlier.failure.volume"     // calls a provider needs in the interval to be judged on its share
 	KeyOutlierFailureMinHosts = "outlier.failure.min.hosts"  // providers with that volume needed before any is judged
+	// KeyOutlierGroup, on a provider's URL with `outlier` and the other
+	// keys, puts it in a group of providers that one detector watches
+	// with those settings: a mesh's cluster and its outlier_detection,
+	// which its registry writes there. The reference's own `outlier`, when
+	// set, watches all providers instead.
+	KeyOutlierGroup = "outlier.group"
 )
 
 // Envoy's defaults.
@@ -306,3 +312,71 @@ func (o *outlier) ejected(iv kernel.Invoker) (Ejection, bool) {
 }
 
 var _ extension.OutcomeObserver = (*base)(nil)
+
+// outlierGroups are a directory's detectors by group (KeyOutlierGroup), each
+// with the providers it judges among.
+type outlierGroups struct{ by map[string]*outlierGroup }
+
+type outlierGroup struct {
+	o       *outlier
+	members []kernel.Invoker
+}
+
+// in is List's filter over every group: the providers their detectors
+// hold out are left out.
+func (g *outlierGroups) in(list []kernel.Invoker) []kernel.Invoker {
+	out := false
+	for _, grp := range g.by {
+		if grp.o.out.Load() > 0 {
+			out = true
+			break
+		}
+	}
+	if !out {
+		return list
+	}
+	now := time.Now()
+	kept := make([]kernel.Invoker, 0, len(list))
+	for _, iv := range list {
+		if grp := g.by[iv.URL().Param(KeyOutlierGroup)]; grp == nil || !grp.o.held(iv, now) {
+			kept = append(kept, iv)
+		}
+	}
+	return kept
+}
+
+// regroup makes the directory's detectors those its providers' URLs ask
+// for: a group whose settings did not change keeps its detector (and so
+// its ejections), a new or changed one gets a new detector.
+func (d *base) regroup(list []kernel.Invoker, log *slog.Logger) {
+	var next *outlierGroups
+	old := d.groups.Load()
+	for _, iv := range list {
+		u := iv.URL()
+		name := u.Param(KeyOutlierGroup)
+		if name == "" || !u.ParamBool(KeyOutlier, false) {
+			continue
+		}
+		if next == nil {
+			next = &outlierGroups{by: map[string]*outlierGroup{}}
+		}
+		grp := next.by[name]
+		if grp == nil {
+			o := newOutlier(u, log)
+			if prev := old.get(name); prev != nil && prev.o.s == o.s {
+				o = prev.o
+			}
+			grp = &outlierGroup{o: o}
+			next.by[name] = grp
+		}
+		grp.members = append(grp.members, iv)
+	}
+	d.groups.Store(next)
+}
+
+func (g *outlierGroups) get(name string) *outlierGroup {
+	if g == nil {
+		return nil
+	}
+	return g.by[name]
+}

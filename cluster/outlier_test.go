@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -240,5 +241,48 @@ func TestOutlierBadSettingsSaySo(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q: %s", want, logs.String())
 		}
+	}
+}
+
+// TestOutlierGroupsFromProviderURLs: providers whose URLs ask for outlier
+// detection by group (a mesh cluster's outlier_detection) are judged
+// within their group, with its settings; a group whose settings stay
+// keeps its ejections across notifications.
+func TestOutlierGroupsFromProviderURLs(t *testing.T) {
+	refer := func(u *kernel.URL) (kernel.Invoker, error) { return &fakeInvoker{url: u}, nil }
+	dir := NewRegistryDirectory(kernel.MustParseURL("consumer://h/S"), refer, quiet)
+	mesh := "?outlier=true&outlier.group=%s&outlier.consecutive.errors=2&outlier.max.percent=50"
+	urls := []*kernel.URL{
+		kernel.MustParseURL("tri://a:1/S" + fmt.Sprintf(mesh, "v1")),
+		kernel.MustParseURL("tri://b:1/S" + fmt.Sprintf(mesh, "v1")),
+		kernel.MustParseURL("tri://c:1/S" + fmt.Sprintf(mesh, "v2")),
+		kernel.MustParseURL("tri://d:1/S"), // no detector
+	}
+	dir.Notify(urls)
+	ivs := dir.Invokers()
+	fail := kernel.Errorf(kernel.CodeNetwork, "down")
+	dir.Observe(ivs[0], fail)
+	dir.Observe(ivs[0], fail)
+	dir.Observe(ivs[2], fail) // one failure: c stays
+	for range 3 {
+		dir.Observe(ivs[3], fail) // d has no detector
+	}
+	list, _ := dir.List(context.Background(), kernel.NewInvocation("m"))
+	if got := urlsOf(list); got != "b:1,c:1,d:1" {
+		t.Fatalf("after a's two failures in a row: %s; want a out of its group v1 only", got)
+	}
+	if total, out := dir.Ejections(); total != 1 || out != 1 {
+		t.Errorf("ejections %d, out %d", total, out)
+	}
+	dir.Notify(urls[:3])
+	if list, _ := dir.List(context.Background(), kernel.NewInvocation("m")); urlsOf(list) != "b:1,c:1" {
+		t.Fatalf("the same settings notified again: %s; want a still out", urlsOf(list))
+	}
+	changed := kernel.MustParseURL("tri://a:1/S" + fmt.Sprintf(mesh, "v1") + "&outlier.interval=20000")
+	dir.Notify([]*kernel.URL{changed, urls[1], urls[2]})
+	// The group's settings changed (they are its first provider's): a
+	// new detector, which has ejected no one.
+	if list, _ := dir.List(context.Background(), kernel.NewInvocation("m")); urlsOf(list) != "a:1,b:1,c:1" {
+		t.Fatalf("after a settings change: %s; want all in", urlsOf(list))
 	}
 }

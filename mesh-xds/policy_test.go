@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -159,5 +160,28 @@ func TestInboundChainChoice(t *testing.T) {
 	only.Default = nil
 	if got := only.chainFor(ap("10.0.0.1:8"), ap("10.0.0.2:1")); got != nil {
 		t.Errorf("no chain and no default: %+v, want none (the connection is closed)", got)
+	}
+}
+
+// TestOutlierParamsAsA50: outlier_detection onto weft's keys, with
+// gRPC's defaults and refusals.
+func TestOutlierParamsAsA50(t *testing.T) {
+	c := edsCluster("echo", clusterv3.Cluster_ROUND_ROBIN)
+	c.OutlierDetection = &clusterv3.OutlierDetection{Interval: durationpb.New(2 * time.Second), MaxEjectionPercent: wrapperspb.UInt32(20),
+		EnforcingFailurePercentage: wrapperspb.UInt32(100)}
+	p, err := outlierParams(c)
+	want := map[string]string{"outlier": "true", "outlier.group": "echo", "outlier.interval": "2000", "outlier.max.percent": "20",
+		"outlier.failure.percent": "85", "outlier.failure.min.hosts": "5", "outlier.failure.volume": "50", "outlier.consecutive.errors": "0"}
+	if err != nil || len(p) != len(want) {
+		t.Fatalf("params %v, %v; want %v", p, err, want)
+	}
+	for k, v := range want {
+		if p[k] != v {
+			t.Errorf("%s = %q, want %q", k, p[k], v)
+		}
+	}
+	c.OutlierDetection.MaxEjectionPercent = wrapperspb.UInt32(101)
+	if _, err := outlierParams(c); err == nil || err.Error() != "outlier_detection.max_ejection_percent = 101; must be <= 100" {
+		t.Errorf("101%%: %v", err)
 	}
 }

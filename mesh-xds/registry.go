@@ -577,6 +577,9 @@ func (s *subscription) providers(name string, cw *clusterWatch) []*kernel.URL {
 			if loc := l.Locality; loc != (Locality{}) {
 				p[KeyLocality] = loc.Region + "/" + loc.Zone + "/" + loc.SubZone
 			}
+			for k, v := range cw.cluster.Outlier {
+				p[k] = v
+			}
 			if sec := cw.cluster.Security; sec != nil {
 				securityParams(sec, s.r.b.CertificateProviders, p)
 			}

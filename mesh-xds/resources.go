@@ -135,6 +135,9 @@ type Cluster struct {
 	MaxRequests uint32
 	// Security is the cluster's TLS (its UpstreamTlsContext); nil: plain.
 	Security *SecurityConfig
+	// Outlier is the cluster's outlier_detection as weft's outlier keys
+	// (cluster.KeyOutlier...); nil: none.
+	Outlier map[string]string
 }
 
 // Endpoints are a cluster's localities by priority.
@@ -489,6 +492,10 @@ func decodeCluster(a *anypb.Any, certs map[string]CertificateProvider) (string, 
 		out.LBPolicy = "leastactive"
 	default:
 		return name, nil, fmt.Errorf("unexpected lbPolicy %v in response", c.GetLbPolicy())
+	}
+	var err error
+	if out.Outlier, err = outlierParams(&c); err != nil {
+		return name, nil, err
 	}
 	sec, err := clusterSecurity(&c, certs)
 	if err != nil {

@@ -813,3 +813,46 @@ func TestMeshClusterBalancerAndMaxRequests(t *testing.T) {
 		t.Errorf("the providers ran %d and %d calls at once under max_requests 2", a.most.Load(), b.most.Load())
 	}
 }
+
+// TestMeshOutlierDetectionEjects: a cluster's outlier_detection (A50,
+// with Envoy's consecutive_5xx) ejects the provider whose calls keep
+// failing from that cluster's calls, under 8 callers with 0 failed calls
+// (failover retries the refused ones).
+func TestMeshOutlierDetectionEjects(t *testing.T) {
+	cp := startControlPlane(t, "")
+	busy, busyAddr, _ := startProvider(t, "busy", ", executes: 1")
+	_, idleAddr, _ := startProvider(t, "idle")
+	res := snapshot(map[string]uint32{"echo": 1}, clusterv3.Cluster_ROUND_ROBIN, endpoints("echo", []string{busyAddr, idleAddr}))
+	cp.set(t, "1", res)
+	c := startConsumer(t, cp.addr)
+	l := startLoad(8, c)
+	defer l.stop(t)
+	window := func() map[string]int {
+		l.reset()
+		time.Sleep(300 * time.Millisecond)
+		return l.reset()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for by := window(); by["busy"] == 0 || by["idle"] == 0; by = window() {
+		if time.Now().After(deadline) {
+			t.Fatalf("both providers never answered: %v", by)
+		}
+	}
+	cl := edsCluster("echo", clusterv3.Cluster_ROUND_ROBIN)
+	cl.OutlierDetection = &clusterv3.OutlierDetection{Consecutive_5Xx: wrapperspb.UInt32(3), Interval: durationpb.New(time.Second),
+		BaseEjectionTime: durationpb.New(30 * time.Second), MaxEjectionPercent: wrapperspb.UInt32(50)}
+	res[resource.ClusterType] = []types.Resource{cl}
+	cp.set(t, "2", res)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		b0 := busy.calls.Load()
+		by := window()
+		if by["busy"] == 0 && busy.calls.Load() == b0 && by["idle"] > 0 {
+			t.Logf("outlier_detection consecutive_5xx 3: busy ejected; a window's calls %v", by)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("busy was not ejected: a window's calls %v", by)
+		}
+	}
+}
