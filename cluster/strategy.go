@@ -143,13 +143,6 @@ func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (ke
 	c.budget.call()
 	if c.policies != nil {
 		if p := c.policies.CallPolicy(inv); p != nil {
-			if p.Admit != nil {
-				release, err := p.Admit()
-				if err != nil {
-					return kernel.Result{}, err
-				}
-				defer release()
-			}
 			inv.SetAttribute(attrCallPolicy, p)
 			if _, stream := inv.Attribute(kernel.AttrStream); p.Timeout > 0 && !stream {
 				// The route's timeout bounds the whole call, retries
@@ -157,6 +150,20 @@ func (c *clusterInvoker) Invoke(ctx context.Context, inv *kernel.Invocation) (ke
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, p.Timeout)
 				defer cancel()
+			}
+			// gRPC's order: the faults (an HTTP filter) before the
+			// cluster's admission (its picker).
+			if p.Inject != nil {
+				if end, err := p.Inject(ctx, inv); end || err != nil {
+					return kernel.Result{}, err
+				}
+			}
+			if p.Admit != nil {
+				release, err := p.Admit()
+				if err != nil {
+					return kernel.Result{}, err
+				}
+				defer release()
 			}
 		}
 	}

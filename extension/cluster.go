@@ -99,6 +99,10 @@ type CallPolicy struct {
 	// providers (an xDS cluster's lb_policy); empty: the reference's
 	// `loadbalance`.
 	LoadBalance string
+	// Inject, when set, runs before the first try: the faults a route
+	// injects (an xDS HTTPFault: a delay, bounded by ctx, then an abort).
+	// end: the call ends here, with err (nil: an empty answer).
+	Inject func(ctx context.Context, inv *kernel.Invocation) (end bool, err error)
 	// Admit, when set, is asked before the first try: it refuses the call
 	// with its error (an xDS cluster's max_requests in flight), or admits
 	// it until release, which the cluster calls when the call returns.

@@ -60,7 +60,7 @@ func TestRoutePolicies(t *testing.T) {
 		}
 		return clusterPolicy{}
 	}
-	st := newRouteState(vh, time.Second, clusters)
+	st := newRouteState(vh, time.Second, clusters, nil, nil)
 	p0, p1, p2a, p2b := st.policies[0][0], st.policies[1][0], st.policies[2][0], st.policies[2][1]
 	if p0.Timeout != 0 || p0.Retry.Retries != 0 {
 		t.Errorf("route 0: %+v %+v", p0, p0.Retry)
@@ -89,7 +89,7 @@ func TestRoutePolicies(t *testing.T) {
 	if _, err := p2b.Admit(); err != nil || inflight.Load() != 1 {
 		t.Errorf("after two releases: %v, %d in flight", err, inflight.Load())
 	}
-	if st := newRouteState(&VirtualHost{Routes: []Route{{Clusters: one}}}, 0, nil); st.policies[0][0] != nil {
+	if st := newRouteState(&VirtualHost{Routes: []Route{{Clusters: one}}}, 0, nil, nil, nil); st.policies[0][0] != nil {
 		t.Errorf("no timeout, retry nor cluster policy: policy %+v, want none", st.policies[0][0])
 	}
 }

@@ -118,6 +118,8 @@ type Registry struct {
 	// subscriptions set when a route configuration comes and the routers
 	// read on every call.
 	hosts map[string]*atomic.Pointer[routeState]
+	// faults counts the calls faulted now, for max_active_faults.
+	faults atomic.Int64
 }
 
 // routeState is a target's virtual host (nil: none matched the target)
@@ -141,7 +143,11 @@ type clusterPolicy struct {
 // listener's) and retry policy (A44: the route's, else the virtual
 // host's), with each of its clusters' load balancer and admission
 // (clusters gives them by name), as the cluster applies them.
-func newRouteState(vh *VirtualHost, msd time.Duration, clusters func(name string) clusterPolicy) *routeState {
+//
+// A call's faults (A33) are the listener's fault filters, in order, each
+// replaced by the first override of the weighted cluster, the route or
+// the virtual host; active counts the calls faulted now.
+func newRouteState(vh *VirtualHost, msd time.Duration, clusters func(name string) clusterPolicy, filters []HTTPFilter, active *atomic.Int64) *routeState {
 	st := &routeState{vh: vh}
 	if vh == nil {
 		return st
@@ -164,13 +170,36 @@ func newRouteState(vh *VirtualHost, msd time.Duration, clusters func(name string
 			if clusters != nil {
 				cp = clusters(wc.Name)
 			}
-			if timeout == 0 && retry == nil && cp.lb == "" && cp.admit == nil {
+			var inject func(context.Context, *kernel.Invocation) (bool, error)
+			if faults := callFaults(filters, vh, r, &wc); len(faults) > 0 {
+				inject = injector(faults, active)
+			}
+			if timeout == 0 && retry == nil && cp.lb == "" && cp.admit == nil && inject == nil {
 				continue
 			}
-			st.policies[i][k] = &extension.CallPolicy{Timeout: timeout, Retry: retry, LoadBalance: cp.lb, Admit: cp.admit}
+			st.policies[i][k] = &extension.CallPolicy{Timeout: timeout, Retry: retry, LoadBalance: cp.lb, Admit: cp.admit, Inject: inject}
 		}
 	}
 	return st
+}
+
+// callFaults are the fault configs a call to wc by route r of vh meets.
+func callFaults(filters []HTTPFilter, vh *VirtualHost, r *Route, wc *WeightedCluster) []*Fault {
+	var out []*Fault
+	for _, f := range filters {
+		cfg := f.Fault
+		if o, ok := wc.Faults[f.Name]; ok {
+			cfg = o
+		} else if o, ok := r.Faults[f.Name]; ok {
+			cfg = o
+		} else if o, ok := vh.Faults[f.Name]; ok {
+			cfg = o
+		}
+		if cfg.active() {
+			out = append(out, cfg)
+		}
+	}
+	return out
 }
 
 // admission is gRPC's max_requests for the cluster service (A32): calls
@@ -297,6 +326,7 @@ type subscription struct {
 	routes    *RouteConfig  // the last route configuration taken
 	vh        *VirtualHost  // its virtual host for the target
 	msd       time.Duration // the listener's default route timeout
+	filters   []HTTPFilter  // the listener's fault filters
 	// inflight counts each cluster's calls in flight (max_requests).
 	inflight map[string]*atomic.Int64
 	clusters map[string]*clusterWatch
@@ -351,8 +381,8 @@ func (s *subscription) onListener(v any, exists bool) {
 		s.r.log.Warn("weft: xds: the listener is a server's inbound listener, not a client's; the reference keeps its last providers", "target", s.target)
 		return
 	}
-	if l.MaxStreamDuration != s.msd {
-		s.msd = l.MaxStreamDuration
+	if l.MaxStreamDuration != s.msd || !sameFilters(l.Filters, s.filters) {
+		s.msd, s.filters = l.MaxStreamDuration, l.Filters
 		if s.routes != nil && l.Inline == nil {
 			s.storeRoutesLocked()
 		}
@@ -435,7 +465,21 @@ func (s *subscription) setRoutesLocked(rc *RouteConfig) {
 // storeRoutesLocked makes the routes in force of the last route
 // configuration, listener and clusters.
 func (s *subscription) storeRoutesLocked() {
-	s.host.Store(newRouteState(s.vh, s.msd, s.clusterPolicyLocked))
+	s.host.Store(newRouteState(s.vh, s.msd, s.clusterPolicyLocked, s.filters, &s.r.faults))
+}
+
+// sameFilters reports whether two listeners' filters are the same
+// values (a listener sent again unchanged keeps the routes in force).
+func sameFilters(a, b []HTTPFilter) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || *a[i].Fault != *b[i].Fault {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterPolicyLocked is what the cluster name, as last known, adds to

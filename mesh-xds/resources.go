@@ -58,6 +58,8 @@ type Listener struct {
 	// MaxStreamDuration is the HTTP connection manager's default route
 	// timeout (A31); 0: none.
 	MaxStreamDuration time.Duration
+	// Filters are its HTTP fault filters, in order (A33).
+	Filters []HTTPFilter
 }
 
 // RouteConfig is a route configuration's virtual hosts.
@@ -74,6 +76,8 @@ type VirtualHost struct {
 	// Retry is the virtual host's retry policy, for routes without one
 	// (A44); nil: none.
 	Retry *RetryConfig
+	// Faults override the listener's fault filters, by filter name (A33).
+	Faults map[string]*Fault
 }
 
 // Route is one route: the first whose match a call meets decides its
@@ -95,6 +99,9 @@ type Route struct {
 	HasTimeout bool
 	// Retry is the route's retry policy (A44); nil: the virtual host's.
 	Retry *RetryConfig
+	// Faults override the virtual host's and the listener's fault filters
+	// (A33).
+	Faults map[string]*Fault
 }
 
 // RetryConfig is an xDS retry policy as gRPC takes it (gRFC A44): the
@@ -122,6 +129,9 @@ type HeaderMatch struct {
 type WeightedCluster struct {
 	Name   string
 	Weight uint32
+	// Faults override the route's fault filters for the calls sent to
+	// this cluster (A33).
+	Faults map[string]*Fault
 }
 
 // Cluster is what weft takes of a cluster (EDS only).
@@ -198,6 +208,11 @@ func decodeListener(a *anypb.Any, certs map[string]CertificateProvider) (string,
 		return name, nil, fmt.Errorf("failed to unmarshal api_listener: %v", err)
 	}
 	out := &Listener{MaxStreamDuration: hcm.GetCommonHttpProtocolOptions().GetMaxStreamDuration().AsDuration()}
+	filters, err := httpFilters(hcm.GetHttpFilters())
+	if err != nil {
+		return name, nil, err
+	}
+	out.Filters = filters
 	switch rs := hcm.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds:
 		src := rs.Rds.GetConfigSource()
@@ -249,6 +264,9 @@ func routeConfig(rc *routev3.RouteConfiguration) (*RouteConfig, error) {
 			return nil, fmt.Errorf("virtual host %q: %v", vh.GetName(), err)
 		}
 		v.Retry = rc
+		if v.Faults, err = faultOverrides(vh.GetTypedPerFilterConfig()); err != nil {
+			return nil, fmt.Errorf("virtual host %q: %v", vh.GetName(), err)
+		}
 		for i, r := range vh.GetRoutes() {
 			route, ok, err := decodeOneRoute(r)
 			if err != nil {
@@ -319,7 +337,11 @@ func decodeOneRoute(r *routev3.Route) (Route, bool, error) {
 				return out, false, fmt.Errorf("a weighted cluster without a name")
 			}
 			total += uint64(w)
-			out.Clusters = append(out.Clusters, WeightedCluster{Name: c.GetName(), Weight: w})
+			faults, err := faultOverrides(c.GetTypedPerFilterConfig())
+			if err != nil {
+				return out, false, fmt.Errorf("weighted cluster %q: %v", c.GetName(), err)
+			}
+			out.Clusters = append(out.Clusters, WeightedCluster{Name: c.GetName(), Weight: w, Faults: faults})
 		}
 		if total > math.MaxUint32 {
 			return out, false, fmt.Errorf("xds: total weight of clusters exceeds MaxUint32")
@@ -343,6 +365,9 @@ func decodeOneRoute(r *routev3.Route) (Route, bool, error) {
 		return out, false, err
 	}
 	out.Retry = rc
+	if out.Faults, err = faultOverrides(r.GetTypedPerFilterConfig()); err != nil {
+		return out, false, err
+	}
 	return out, true, nil
 }
 
