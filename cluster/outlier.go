@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,9 @@ const (
 	KeyOutlierFailurePercent  = "outlier.failure.percent"    // % of an interval's calls failing that ejects; 0: not watched
 	KeyOutlierFailureVolume   = "outlier.failure.volume"     // calls a provider needs in the interval to be judged on its share
 	KeyOutlierFailureMinHosts = "outlier.failure.min.hosts"  // providers with that volume needed before any is judged
+	KeyOutlierSuccessStdev    = "outlier.success.stdev"      // Envoy's success_rate_stdev_factor (thousandths); 0: not watched
+	KeyOutlierSuccessVolume   = "outlier.success.volume"     // calls a provider needs in the interval to count in the success rates
+	KeyOutlierSuccessMinHosts = "outlier.success.min.hosts"  // providers with that volume needed before any is judged
 	// KeyOutlierGroup, on a provider's URL with `outlier` and the other
 	// keys, puts it in a group of providers that one detector watches
 	// with those settings: a mesh's cluster and its outlier_detection,
@@ -46,6 +50,11 @@ const (
 	DefaultOutlierFailurePercent  = 85
 	DefaultOutlierFailureVolume   = 50
 	DefaultOutlierFailureMinHosts = 5
+	// The success rate algorithm is off unless a stdev factor is set
+	// (Envoy's is 1900, which a mesh cluster's outlier_detection brings).
+	DefaultOutlierSuccessStdev    = 0
+	DefaultOutlierSuccessVolume   = 100
+	DefaultOutlierSuccessMinHosts = 5
 )
 
 type outlierSettings struct {
@@ -55,6 +64,8 @@ type outlierSettings struct {
 	maxPercent       int64
 	failurePercent   int64
 	volume, minHosts int64
+	// The success rate algorithm: stdev factor in thousandths (0: off).
+	successStdev, successVolume, successMinHosts int64
 }
 
 // outlier is one directory's detector. A call's outcome costs an atomic
@@ -110,14 +121,17 @@ func newOutlier(u *kernel.URL, log *slog.Logger) *outlier {
 		return time.Duration(num(k, def, 1, 24*3600*1000)) * time.Millisecond
 	}
 	o := &outlier{log: log, now: time.Now, key: u.ServiceKey(), s: outlierSettings{
-		consecutive:    num(KeyOutlierConsecutive, DefaultOutlierConsecutive, 0, 1<<30),
-		interval:       ms(KeyOutlierInterval, DefaultOutlierInterval),
-		base:           ms(KeyOutlierBaseEjection, DefaultOutlierBaseEjection),
-		max:            ms(KeyOutlierMaxEjection, DefaultOutlierMaxEjection),
-		maxPercent:     num(KeyOutlierMaxPercent, DefaultOutlierMaxPercent, 0, 100),
-		failurePercent: num(KeyOutlierFailurePercent, DefaultOutlierFailurePercent, 0, 100),
-		volume:         num(KeyOutlierFailureVolume, DefaultOutlierFailureVolume, 1, 1<<30),
-		minHosts:       num(KeyOutlierFailureMinHosts, DefaultOutlierFailureMinHosts, 1, 1<<30),
+		consecutive:     num(KeyOutlierConsecutive, DefaultOutlierConsecutive, 0, 1<<30),
+		interval:        ms(KeyOutlierInterval, DefaultOutlierInterval),
+		base:            ms(KeyOutlierBaseEjection, DefaultOutlierBaseEjection),
+		max:             ms(KeyOutlierMaxEjection, DefaultOutlierMaxEjection),
+		maxPercent:      num(KeyOutlierMaxPercent, DefaultOutlierMaxPercent, 0, 100),
+		failurePercent:  num(KeyOutlierFailurePercent, DefaultOutlierFailurePercent, 0, 100),
+		volume:          num(KeyOutlierFailureVolume, DefaultOutlierFailureVolume, 1, 1<<30),
+		minHosts:        num(KeyOutlierFailureMinHosts, DefaultOutlierFailureMinHosts, 1, 1<<30),
+		successStdev:    num(KeyOutlierSuccessStdev, DefaultOutlierSuccessStdev, 0, 1<<30),
+		successVolume:   num(KeyOutlierSuccessVolume, DefaultOutlierSuccessVolume, 1, 1<<30),
+		successMinHosts: num(KeyOutlierSuccessMinHosts, DefaultOutlierSuccessMinHosts, 1, 1<<30),
 	}}
 	o.nextEval.Store(o.now().Add(o.s.interval).UnixNano())
 	return o
@@ -195,6 +209,37 @@ func (o *outlier) eject(iv kernel.Invoker, h *host, all []kernel.Invoker, why st
 // enough providers had enough calls to judge), lets back those whose time
 // is over, decays the ejection count of healthy ones, and forgets
 // providers the directory no longer lists.
+// successThreshold is Envoy's success rate algorithm (which gRPC's A50
+// follows): over the listed providers with at least successVolume calls
+// this interval, when there are successMinHosts of them, the mean success
+// rate less successStdev/1000 population standard deviations; a provider
+// below it is ejected. -1: not judged this interval.
+func (o *outlier) successThreshold(listed map[kernel.Invoker]bool) float64 {
+	if o.s.successStdev <= 0 {
+		return -1
+	}
+	var rates []float64
+	o.hosts.Range(func(k, v any) bool {
+		h := v.(*host)
+		if c := h.calls.Load(); listed[k.(kernel.Invoker)] && c >= o.s.successVolume {
+			rates = append(rates, float64(c-h.failed.Load())/float64(c))
+		}
+		return true
+	})
+	if int64(len(rates)) < o.s.successMinHosts {
+		return -1
+	}
+	var sum, sq float64
+	for _, r := range rates {
+		sum += r
+	}
+	mean := sum / float64(len(rates))
+	for _, r := range rates {
+		sq += (r - mean) * (r - mean)
+	}
+	return mean - math.Sqrt(sq/float64(len(rates)))*float64(o.s.successStdev)/1000
+}
+
 func (o *outlier) evaluate(all []kernel.Invoker, now int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -210,6 +255,7 @@ func (o *outlier) evaluate(all []kernel.Invoker, now int64) {
 			judged++
 		}
 	}
+	threshold := o.successThreshold(listed)
 	o.hosts.Range(func(k, v any) bool {
 		iv, h := k.(kernel.Invoker), v.(*host)
 		if !listed[iv] {
@@ -224,6 +270,9 @@ func (o *outlier) evaluate(all []kernel.Invoker, now int64) {
 		switch {
 		case o.s.failurePercent > 0 && judged >= o.s.minHosts && calls >= o.s.volume && failed*100 >= o.s.failurePercent*calls && h.until.IsZero():
 			o.eject(iv, h, all, fmt.Sprintf("%d of its %d calls in the last %v failed (outlier.failure.percent %d)", failed, calls, o.s.interval, o.s.failurePercent))
+		case threshold >= 0 && calls >= o.s.successVolume && float64(calls-failed)/float64(calls) < threshold && h.until.IsZero():
+			o.eject(iv, h, all, fmt.Sprintf("its success rate in the last %v, %.1f%% of %d calls, is below the providers' %.1f%% (the mean less outlier.success.stdev %d/1000 standard deviations)",
+				o.s.interval, 100*float64(calls-failed)/float64(calls), calls, 100*threshold, o.s.successStdev))
 		case h.until.IsZero() && h.times > 0 && failed == 0:
 			h.times--
 		}

@@ -286,3 +286,45 @@ func TestOutlierGroupsFromProviderURLs(t *testing.T) {
 		t.Fatalf("after a settings change: %s; want all in", urlsOf(list))
 	}
 }
+
+// TestOutlierSuccessRateBelowTheMean: Envoy's success rate algorithm (gRPC
+// A50): a provider whose success rate is below the mean less factor/1000
+// standard deviations is ejected, once minimum hosts have the volume.
+func TestOutlierSuccessRateBelowTheMean(t *testing.T) {
+	const params = "outlier.consecutive.errors=0&outlier.failure.percent=0&outlier.interval=1000&outlier.success.stdev=1000&outlier.success.volume=20&outlier.success.min.hosts=5&outlier.max.percent=20"
+	d, ps, c, _ := outlierDir(t, 5, params)
+	// Success rates: 100%, 100%, 100%, 95%, 50% (mean 89%, stdev 19.6%:
+	// the threshold is 69.4%).
+	fails := []int{0, 0, 0, 1, 10}
+	for i := range 20 {
+		for j, p := range ps {
+			var err error
+			if i < fails[j] {
+				err = refused
+			}
+			d.Observe(p, err)
+		}
+	}
+	c.advance(time.Second)
+	d.Observe(ps[1], nil)
+	if got := listed(t, d); len(got) != 4 {
+		t.Fatalf("after the interval: %v, want ps[4] out", got)
+	}
+	if e, out := d.Ejected(ps[4]); !out || !strings.Contains(e.Why, "success rate") {
+		t.Fatalf("Ejected = %+v, %v", e, out)
+	}
+	if _, out := d.Ejected(ps[3]); out {
+		t.Fatal("95% is above the threshold, but ps[3] is out")
+	}
+	// Too few providers with the volume: nobody is judged.
+	d2, ps2, c2, _ := outlierDir(t, 5, params)
+	for range 20 {
+		d2.Observe(ps2[0], refused)
+		d2.Observe(ps2[1], nil)
+	}
+	c2.advance(time.Second)
+	d2.Observe(ps2[2], nil)
+	if len(listed(t, d2)) != 5 {
+		t.Fatal("judged with two providers of enough volume, min.hosts 5")
+	}
+}

@@ -14,13 +14,15 @@ import (
 // outlierParams maps a cluster's outlier_detection (gRFC A50) onto weft's
 // outlier detection (cluster.KeyOutlier...), which watches each cluster's
 // providers apart (cluster.KeyOutlierGroup): interval, base and max
-// ejection time, max ejection percent, and the failure percentage
-// algorithm (threshold, minimum hosts, request volume), on when
-// enforcing_failure_percentage is above 0, as in gRPC, though weft ejects
-// every provider it finds rather than that share of them. consecutive_5xx,
-// which gRPC ignores, is Envoy's and weft's too: it applies when set.
-// success_rate, which weft has no algorithm for, is not applied. A value
-// gRPC refuses is refused with its text; nil: no outlier_detection.
+// ejection time, max ejection percent; the success rate algorithm (stdev
+// factor, minimum hosts, request volume), on unless
+// enforcing_success_rate is 0 (its default is 100); and the failure
+// percentage algorithm (threshold, minimum hosts, request volume), on when
+// enforcing_failure_percentage is above 0 (its default is 0), as in gRPC,
+// though weft ejects every provider an algorithm finds rather than the
+// enforcing share of them. consecutive_5xx, which gRPC ignores, is
+// Envoy's and weft's too: it applies when set. A value gRPC refuses is
+// refused with its text; nil: no outlier_detection.
 func outlierParams(c *clusterv3.Cluster) (map[string]string, error) {
 	od := c.GetOutlierDetection()
 	if od == nil {
@@ -66,6 +68,13 @@ func outlierParams(c *clusterv3.Cluster) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	// Success rate: on unless enforcing_success_rate is 0.
+	p[cluster.KeyOutlierSuccessStdev] = "0"
+	if e := od.GetEnforcingSuccessRate(); e == nil || e.GetValue() > 0 {
+		p[cluster.KeyOutlierSuccessStdev] = strconv.FormatUint(uint64(orU32(od.GetSuccessRateStdevFactor(), 1900)), 10)
+		p[cluster.KeyOutlierSuccessMinHosts] = strconv.FormatUint(uint64(max(orU32(od.GetSuccessRateMinimumHosts(), 5), 1)), 10)
+		p[cluster.KeyOutlierSuccessVolume] = strconv.FormatUint(uint64(max(orU32(od.GetSuccessRateRequestVolume(), 100), 1)), 10)
 	}
 	// Failure percentage: off unless enforced (gRPC's default 0).
 	p[cluster.KeyOutlierFailurePercent] = "0"

@@ -171,7 +171,8 @@ func TestOutlierParamsAsA50(t *testing.T) {
 		EnforcingFailurePercentage: wrapperspb.UInt32(100)}
 	p, err := outlierParams(c)
 	want := map[string]string{"outlier": "true", "outlier.group": "echo", "outlier.interval": "2000", "outlier.max.percent": "20",
-		"outlier.failure.percent": "85", "outlier.failure.min.hosts": "5", "outlier.failure.volume": "50", "outlier.consecutive.errors": "0"}
+		"outlier.failure.percent": "85", "outlier.failure.min.hosts": "5", "outlier.failure.volume": "50", "outlier.consecutive.errors": "0",
+		"outlier.success.stdev": "1900", "outlier.success.min.hosts": "5", "outlier.success.volume": "100"}
 	if err != nil || len(p) != len(want) {
 		t.Fatalf("params %v, %v; want %v", p, err, want)
 	}
