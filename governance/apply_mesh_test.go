@@ -13,69 +13,9 @@ import (
 
 	"github.com/weftrpc/weft/cluster"
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/testcc"
 	"github.com/weftrpc/weft/kernel"
 )
-
-// memDC is a config center in memory whose listeners are called at once.
-type memDC struct {
-	mu   sync.Mutex
-	docs map[string]string
-	ls   map[string][]extension.ConfigListener
-}
-
-func newMemDC() *memDC {
-	return &memDC{docs: map[string]string{}, ls: map[string][]extension.ConfigListener{}}
-}
-
-func (m *memDC) GetConfig(_ context.Context, key, group string) (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.docs[key+"/"+group], nil
-}
-
-func (m *memDC) AddListener(key, group string, l extension.ConfigListener) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ls[key+"/"+group] = append(m.ls[key+"/"+group], l)
-	return nil
-}
-
-func (m *memDC) RemoveListener(key, group string, l extension.ConfigListener) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ls[key+"/"+group] = slices.DeleteFunc(m.ls[key+"/"+group], func(x extension.ConfigListener) bool { return x == l })
-	return nil
-}
-
-func (m *memDC) PublishConfig(_ context.Context, key, group, content string) error {
-	m.mu.Lock()
-	m.docs[key+"/"+group] = content
-	ls := slices.Clone(m.ls[key+"/"+group])
-	m.mu.Unlock()
-	for _, l := range ls {
-		l.Process(extension.ConfigChangedEvent{Key: key, Group: group, Content: content, Deleted: content == ""})
-	}
-	return nil
-}
-
-func (m *memDC) RemoveConfig(ctx context.Context, key, group string) error {
-	return m.PublishConfig(ctx, key, group, "")
-}
-
-func (m *memDC) Close() error { return nil }
-
-func (m *memDC) listened() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for k, ls := range m.ls {
-		if len(ls) > 0 {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // routedDir records the routers and the configure step governance sets.
 type routedDir struct {
@@ -130,7 +70,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // from when their providers go; a rule pushed applies, one that does not
 // parse leaves it, a delete removes it; Close unsubscribes.
 func TestMeshRulesFollowProviderApplications(t *testing.T) {
-	dc := newMemDC()
+	dc := testcc.New()
 	dir := &routedDir{}
 	var logs strings.Builder
 	var logMu sync.Mutex
@@ -158,7 +98,7 @@ func TestMeshRulesFollowProviderApplications(t *testing.T) {
 	}
 	meshKeys := func() []string {
 		var out []string
-		for _, k := range dc.listened() {
+		for _, k := range dc.Listened() {
 			if strings.Contains(k, MeshRuleSuffix) {
 				out = append(out, k)
 			}
@@ -170,7 +110,7 @@ func TestMeshRulesFollowProviderApplications(t *testing.T) {
 	}
 	// A rule published before the application is seen is read when it is.
 	both := string(join(t, "MeshRuleRouterTest-rule1.yaml", "MeshRuleRouterTest-rule2.yaml"))
-	dc.docs["app1.MESHAPPRULE/dubbo"] = both
+	dc.PublishConfig(context.Background(), "app1.MESHAPPRULE", "dubbo", both) // no listener yet: stored only
 
 	configure(urls("", "unknown", "app1"))
 	eventually(t, "app1 subscribed", want("app1.MESHAPPRULE/dubbo"))
@@ -189,7 +129,7 @@ func TestMeshRulesFollowProviderApplications(t *testing.T) {
 		t.Errorf("rejection not logged with key and path:\n%s", logged)
 	}
 	// Deleted: no mesh router.
-	dc.RemoveConfig(ctx, "app1.MESHAPPRULE", "dubbo")
+	dc.PublishConfig(ctx, "app1.MESHAPPRULE", "dubbo", "")
 	if dir.mesh() != nil {
 		t.Fatal("a deleted rule still routes")
 	}

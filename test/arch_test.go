@@ -90,9 +90,10 @@ func TestLayering(t *testing.T) {
 		if !ruled {
 			return true // the root, apps/, sdk/, test/, tracing-otlp/
 		}
-		// Tests wire real parts: other plugins, test certificates, an
-		// example's generated IDL service (mesh-xds' grpc-go interop).
-		if strings.HasSuffix(rel, "_test.go") && (strings.HasPrefix(p, w+"plugins/") || p == w+"internal/testpki" || strings.HasPrefix(p, w+"apps/examples/")) {
+		// Tests wire real parts: other plugins, test certificates, a
+		// config center in memory, an example's generated IDL service
+		// (mesh-xds' grpc-go interop).
+		if strings.HasSuffix(rel, "_test.go") && (strings.HasPrefix(p, w+"plugins/") || p == w+"internal/testpki" || p == w+"internal/testcc" || strings.HasPrefix(p, w+"apps/examples/")) {
 			return true
 		}
 		// A package's own sub-packages and its tests' own package.

@@ -6,66 +6,15 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weftrpc/weft"
 	"github.com/weftrpc/weft/extension"
+	"github.com/weftrpc/weft/internal/testcc"
 	"github.com/weftrpc/weft/kernel"
 )
-
-// meshCenter is a config center in memory (the consumer's, by the plugin
-// "meshmem"): PublishConfig calls the key's listeners at once, "" deletes.
-type meshCenter struct {
-	mu   sync.Mutex
-	docs map[string]string
-	ls   map[string][]extension.ConfigListener
-}
-
-func (m *meshCenter) GetDynamicConfiguration(*kernel.URL) (extension.DynamicConfiguration, error) {
-	return m, nil
-}
-
-func (m *meshCenter) GetConfig(_ context.Context, key, group string) (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.docs[key+"/"+group], nil
-}
-
-func (m *meshCenter) AddListener(key, group string, l extension.ConfigListener) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ls[key+"/"+group] = append(m.ls[key+"/"+group], l)
-	return nil
-}
-
-func (m *meshCenter) RemoveListener(key, group string, l extension.ConfigListener) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ls[key+"/"+group] = slices.DeleteFunc(m.ls[key+"/"+group], func(x extension.ConfigListener) bool { return x == l })
-	return nil
-}
-
-func (m *meshCenter) PublishConfig(_ context.Context, key, group, content string) error {
-	m.mu.Lock()
-	m.docs[key+"/"+group] = content
-	ls := slices.Clone(m.ls[key+"/"+group])
-	m.mu.Unlock()
-	for _, l := range ls {
-		l.Process(extension.ConfigChangedEvent{Key: key, Group: group, Content: content, Deleted: content == ""})
-	}
-	return nil
-}
-
-func (m *meshCenter) listening(key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.ls[key+"/dubbo"]) > 0
-}
-
-func (m *meshCenter) Close() error { return nil }
 
 // meshNode answers every method with its name.
 type meshNode struct {
@@ -145,7 +94,7 @@ protocols: {dubbo: {port: %s}}
 provider: {services: {node: {interface: org.weft.MeshNode, params: {env-sign: %s}}}}
 `, p.app, reg, addr[strings.LastIndexByte(addr, ':')+1:], p.env), weft.WithService("node", n))
 	}
-	cc := &meshCenter{docs: map[string]string{}, ls: map[string][]extension.ConfigListener{}}
+	cc := testcc.New()
 	var logs syncBuffer
 	var c meshClient
 	startApp(t, fmt.Sprintf(`
@@ -204,7 +153,7 @@ consumer: {references: {node: {interface: org.weft.MeshNode, retries: 0}}}
 		}
 	}
 	// Both providers' applications are watched.
-	for deadline := time.Now().Add(5 * time.Second); !cc.listening("mesh-prov.MESHAPPRULE") || !cc.listening("other-prov.MESHAPPRULE"); {
+	for deadline := time.Now().Add(5 * time.Second); !cc.Listening("mesh-prov.MESHAPPRULE", "dubbo") || !cc.Listening("other-prov.MESHAPPRULE", "dubbo"); {
 		if time.Now().After(deadline) {
 			t.Fatal("the providers' applications' mesh rules are not watched")
 		}
