@@ -112,21 +112,7 @@ func TestMeshMTLSFromFileWatcher(t *testing.T) {
 	}
 	cp.set(t, "1", res)
 
-	var c nodeClient
-	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(Plugin()), weft.WithReference("node", &c),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
-registries: {mesh: {address: "xds://?bootstrap=%s"}}
-consumer:
-  references:
-    node: {interface: org.weft.Node, protocol: tri, provided_by: %q, timeout: 2000}
-`, bootstrap, target))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Stop(context.Background()) })
+	c := startConsumerAt(t, "xds://?bootstrap="+bootstrap)
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -139,7 +125,7 @@ consumer:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	l := startLoad(8, &c)
+	l := startLoad(8, c)
 
 	// A provider that does not trust the consumer's CA refuses it.
 	strict := kernel.WithAttachments(ctx, map[string]any{"x-strict": "yes"})
@@ -298,19 +284,7 @@ consumer: {references: {node: {interface: org.weft.Node, protocol: tri, url: "tr
 	res[resource.ListenerType] = append(res[resource.ListenerType], inboundListener(t, inbound, addr, true))
 	cp.set(t, "1", res)
 
-	var c nodeClient
-	capp, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(Plugin()), weft.WithReference("node", &c),
-		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
-registries: {mesh: {address: "xds://?bootstrap=%s"}}
-consumer: {references: {node: {interface: org.weft.Node, protocol: tri, provided_by: %q, timeout: 2000}}}
-`, consumerBootstrap, target))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := capp.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { capp.Stop(context.Background()) })
+	c := startConsumerAt(t, "xds://?bootstrap="+consumerBootstrap)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		who, err := c.Who(ctx, "x")
@@ -322,7 +296,7 @@ consumer: {references: {node: {interface: org.weft.Node, protocol: tri, provided
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	l := startLoad(8, &c)
+	l := startLoad(8, c)
 	// The plain client reconnects (every 2 s) and is told why.
 	deadline = time.Now().Add(10 * time.Second)
 	for {

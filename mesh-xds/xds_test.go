@@ -312,14 +312,21 @@ type nodeClient struct {
 // plane at cpAddr; query is added to the registry address (&delta=true).
 func startConsumer(t *testing.T, cpAddr string, query ...string) *nodeClient {
 	t.Helper()
+	return startConsumerAt(t, fmt.Sprintf("xds://%s?node=%s%s", cpAddr, testNode, strings.Join(query, "")))
+}
+
+// startConsumerAt starts a consumer of org.weft.Node through the xds
+// registry at address (xds://?bootstrap=... for a bootstrap file).
+func startConsumerAt(t *testing.T, address string) *nodeClient {
+	t.Helper()
 	var c nodeClient
 	app, err := weft.New(weft.WithoutEnv(), weft.WithLogger(quiet), weft.WithPlugins(Plugin()), weft.WithReference("node", &c),
 		weft.WithConfig(weft.ConfigYAML(fmt.Sprintf(`
-registries: {mesh: {address: "xds://%s?node=%s%s"}}
+registries: {mesh: {address: %q}}
 consumer:
   references:
     node: {interface: org.weft.Node, protocol: tri, provided_by: %q, timeout: 2000}
-`, cpAddr, testNode, strings.Join(query, ""), target))))
+`, address, target))))
 	if err != nil {
 		t.Fatal(err)
 	}
