@@ -75,8 +75,9 @@ spec:
 // Dubbo 3's mesh rules over real TCP: three providers of mesh-prov (env-sign
 // v1, v2, v3) and one of other-prov, all found through a registry; the
 // consumer reads <app>.MESHAPPRULE from its config center. Each rule moves
-// the calls as Java Dubbo would, and rules pushed, changed, broken and
-// deleted while 8 callers call fail no call.
+// the calls as Java Dubbo would, beside 8 callers none of whose calls
+// fails, and rules pushed, changed, broken and deleted while 8 callers
+// call fail no call.
 func TestMeshRuleRouting(t *testing.T) {
 	noLeaks(t)
 	reg := "embedded://" + t.TempDir() + "?heartbeat=200"
@@ -160,6 +161,16 @@ consumer: {references: {node: {interface: org.weft.MeshNode, retries: 0}}}
 		time.Sleep(10 * time.Millisecond)
 	}
 
+	// Each feature's calls run beside 8 callers of their own, which no
+	// rule change may fail.
+	bg := startLoad(8, 0, func() error { _, err := c.Who(ctx, "x"); return err })
+	bgStopped := false
+	defer func() {
+		if !bgStopped {
+			bg.stop()
+		}
+	}()
+
 	t.Run("subset by labels", func(t *testing.T) {
 		// All to v2: p2 only (other-prov's o1, env-sign v1 too, is of an
 		// application without rules: dropped, as in Java).
@@ -242,6 +253,13 @@ consumer: {references: {node: {interface: org.weft.MeshNode, retries: 0}}}
 		onlyTo(t, "v4 falls back to v3", "p3", who(ctx, "x"))
 		onlyTo(t, "v4, v4, then v1", "p1", func() (string, error) { return c.Other(ctx, "x") })
 	})
+
+	bgStopped = true
+	calls, failed, last := bg.stop()
+	t.Logf("beside the features' calls: %d calls by 8 callers, %d failed", calls, failed)
+	if failed > 0 {
+		t.Fatalf("%d of %d calls beside the features' rules failed (last: %s)", failed, calls, last)
+	}
 
 	t.Run("pushed, changed, broken and deleted under load", func(t *testing.T) {
 		publish(t, "")
