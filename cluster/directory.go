@@ -149,7 +149,8 @@ func (d *base) route(snap *[]kernel.Invoker, inv *kernel.Invocation) []kernel.In
 }
 
 // CallPolicy is extension.PolicyDirectory: what the directory's routers
-// say of inv's deadline and retries.
+// say of inv beyond where it goes (deadline, retries, faults, balancer,
+// admission).
 func (d *base) CallPolicy(inv *kernel.Invocation) *extension.CallPolicy {
 	return d.routers.CallPolicy(d.url, inv)
 }

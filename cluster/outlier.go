@@ -384,10 +384,10 @@ func (g *outlierGroups) in(list []kernel.Invoker) []kernel.Invoker {
 	if !out {
 		return list
 	}
-	now := time.Now()
 	kept := make([]kernel.Invoker, 0, len(list))
 	for _, iv := range list {
-		if grp := g.by[iv.URL().Param(KeyOutlierGroup)]; grp == nil || !grp.o.held(iv, now) {
+		// Each detector on its own clock, as its ejections were timed.
+		if grp := g.by[iv.URL().Param(KeyOutlierGroup)]; grp == nil || !grp.o.held(iv, grp.o.now()) {
 			kept = append(kept, iv)
 		}
 	}

@@ -112,8 +112,9 @@ type clusterInvoker struct {
 	// observer hears each try's outcome (the directory's outlier
 	// detection); nil when the directory does not listen.
 	observer extension.OutcomeObserver
-	// policies give a call its routers' deadline and retries (an xDS
-	// route's); nil when the directory has no routers that set them.
+	// policies give a call its routers' policy (an xDS route's deadline,
+	// retries, faults, balancer, admission); nil for a directory that is
+	// no extension.PolicyDirectory (cluster's own directories all are).
 	policies extension.PolicyDirectory
 	// budget caps the extra attempts (retries, forks, backups) at a share
 	// of the calls; nil: no budget.
@@ -232,6 +233,12 @@ func (c *clusterInvoker) list(ctx context.Context, inv *kernel.Invocation) ([]ke
 	return invokers, nil
 }
 
+// allRouter is a directory of this package (base) that routes all its
+// invokers, available or not.
+type allRouter interface {
+	routeAll(*kernel.Invocation) []kernel.Invoker
+}
+
 // maxNamed bounds the providers an unreachable error names.
 const maxNamed = 5
 
@@ -244,9 +251,7 @@ func (c *clusterInvoker) unreachable(inv *kernel.Invocation) error {
 		return nil
 	}
 	all := lister.Invokers()
-	if ra, ok := c.dir.(interface {
-		routeAll(*kernel.Invocation) []kernel.Invoker
-	}); ok {
+	if ra, ok := c.dir.(allRouter); ok {
 		// The providers the routers would send this call to, available
 		// or not: those whose connections fail are the cause (a mesh's
 		// route to a cluster whose providers refuse this client's
